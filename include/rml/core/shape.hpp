@@ -1,0 +1,92 @@
+// Shape and TensorType: static dimensions and their printed form `f32 [2, 16]`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rml/core/dtype.hpp"
+#include "rml/core/reflect.hpp"
+
+namespace rml {
+
+/// A static shape: every dimension >= 0. Row-major; rank 0 is a scalar.
+class Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<std::int64_t> dims) : dims_(dims) {}
+  explicit Shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {}
+
+  [[nodiscard]] std::size_t rank() const noexcept { return dims_.size(); }
+  [[nodiscard]] bool empty() const noexcept { return dims_.empty(); }
+  [[nodiscard]] std::int64_t operator[](std::size_t i) const noexcept { return dims_[i]; }
+  std::int64_t& operator[](std::size_t i) noexcept { return dims_[i]; }
+  [[nodiscard]] const std::vector<std::int64_t>& dims() const noexcept { return dims_; }
+  std::vector<std::int64_t>& dims() noexcept { return dims_; }
+  [[nodiscard]] auto begin() const noexcept { return dims_.begin(); }
+  [[nodiscard]] auto end() const noexcept { return dims_.end(); }
+  void push_back(std::int64_t d) { dims_.push_back(d); }
+
+  /// The element count, or nothing when a dimension is negative or the product overflows int64.
+  [[nodiscard]] std::optional<std::int64_t> checked_numel() const noexcept {
+    std::int64_t n = 1;
+    for (std::int64_t d : dims_) {
+      if (d < 0) return std::nullopt;
+      if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d) return std::nullopt;
+      n *= d;
+    }
+    return n;
+  }
+  /// The element count of a shape already known valid (checked_numel succeeded).
+  [[nodiscard]] std::int64_t numel() const noexcept {
+    std::int64_t n = 1;
+    for (std::int64_t d : dims_) n *= d;
+    return n;
+  }
+
+  /// `[2, 16]`; `[]` for a scalar.
+  [[nodiscard]] std::string to_string() const {
+    std::string s = "[";
+    for (std::size_t i = 0; i < dims_.size(); ++i) {
+      if (i) s += ", ";
+      s += std::to_string(dims_[i]);
+    }
+    return s + "]";
+  }
+
+  friend bool operator==(const Shape&, const Shape&) = default;
+
+  static constexpr auto fields() { return std::tuple{field("dims", &Shape::dims_)}; }
+
+ private:
+  std::vector<std::int64_t> dims_;
+};
+
+/// A dtype and a static shape.
+struct TensorType {
+  DType dtype = DType::f32;
+  Shape shape;
+
+  /// `f32 [2, 16]`; a scalar is `f32 []`.
+  [[nodiscard]] std::string to_string() const { return std::string(dtype_name(dtype)) + " " + shape.to_string(); }
+  /// The byte size, or nothing on overflow.
+  [[nodiscard]] std::optional<std::int64_t> checked_nbytes() const noexcept {
+    auto n = shape.checked_numel();
+    if (!n) return std::nullopt;
+    const auto es = static_cast<std::int64_t>(element_size(dtype));
+    if (*n > std::numeric_limits<std::int64_t>::max() / es) return std::nullopt;
+    return *n * es;
+  }
+
+  friend bool operator==(const TensorType&, const TensorType&) = default;
+
+  static constexpr auto fields() {
+    return std::tuple{field("dtype", &TensorType::dtype), field("shape", &TensorType::shape)};
+  }
+};
+
+}  // namespace rml

@@ -1,0 +1,118 @@
+// Core types: Status, Result, DType, Shape, TensorType, Tensor, reflection and structural equality.
+#include <doctest/doctest.h>
+
+#include <rml/core/equal.hpp>
+#include <rml/core/status.hpp>
+#include <rml/core/tensor.hpp>
+#include <rml/ir/graph.hpp>
+
+using namespace rml;
+
+TEST_CASE("Status carries code and message; OK allocates nothing") {
+  Status ok;
+  CHECK(ok.ok());
+  CHECK(ok.code_name() == "OK");
+  CHECK(sizeof(Status) == sizeof(void*));
+  Status bad = invalid_argument("values[3].shape[1]: must be >= 0");
+  CHECK(!bad.ok());
+  CHECK(bad.code() == Code::invalid_argument);
+  CHECK(bad.to_string() == "INVALID_ARGUMENT: values[3].shape[1]: must be >= 0");
+  CHECK(bad.with_prefix("m.json: ").message() == "m.json: values[3].shape[1]: must be >= 0");
+  CHECK(code_name(Code::data_loss) == "DATA_LOSS");
+  CHECK(code_name(Code::failed_precondition) == "FAILED_PRECONDITION");
+  CHECK(code_name(Code::unsupported) == "UNSUPPORTED");
+}
+
+TEST_CASE("Result holds a value or a status; value() throws Error") {
+  Result<int> r = 5;
+  REQUIRE(r.ok());
+  CHECK(*r == 5);
+  Result<int> e = not_found("x.json: no such file");
+  CHECK(!e.ok());
+  CHECK(e.error().code() == Code::not_found);
+  try {
+    (void)e.value();
+    FAIL("value() did not throw");
+  } catch (const Error& err) {
+    CHECK(err.code() == Code::not_found);
+    CHECK(err.code_name() == "NOT_FOUND");
+    CHECK(std::string(err.what()) == "x.json: no such file");
+  }
+  Result<int> from_ok = Status();
+  CHECK(from_ok.error().code() == Code::internal);
+}
+
+TEST_CASE("DType names and sizes") {
+  CHECK(dtype_name(DType::f32) == "f32");
+  CHECK(dtype_name(DType::i32) == "i32");
+  CHECK(element_size(DType::i32) == 4);
+  CHECK(parse_dtype("i32") == DType::i32);
+  CHECK(!parse_dtype("f16").has_value());
+  static_assert(std::is_same_v<dtype_type_t<DType::f32>, float>);
+}
+
+TEST_CASE("Shape and TensorType print and check overflow") {
+  TensorType t{DType::f32, {2, 16}};
+  CHECK(t.to_string() == "f32 [2, 16]");
+  CHECK(TensorType{DType::i32, {}}.to_string() == "i32 []");
+  CHECK(Shape{2, 3, 4}.checked_numel() == 24);
+  CHECK(Shape{}.checked_numel() == 1);
+  CHECK(!Shape{-1, 3}.checked_numel());
+  CHECK(!Shape{1LL << 40, 1LL << 40}.checked_numel());
+  CHECK(!TensorType{DType::f32, {1LL << 31, 1LL << 31}}.checked_nbytes());
+  CHECK(TensorType{DType::f32, {0, 5}}.checked_nbytes() == 0);
+}
+
+TEST_CASE("Tensor owns or shares storage; typed access is checked") {
+  Tensor a = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(a.type().to_string() == "f32 [2, 3]");
+  CHECK(a.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(reinterpret_cast<std::uintptr_t>(a.raw_data()) % 64 == 0);
+  CHECK_THROWS_AS((void)a.data<std::int32_t>(), Error);
+  Tensor b = a.reshape({-1});
+  CHECK(b.shape() == Shape{6});
+  CHECK(b.storage() == a.storage());
+  CHECK_THROWS_AS((void)a.reshape({4, -1}), Error);
+  Tensor c = a.clone();
+  CHECK(c.storage() != a.storage());
+  CHECK(c.equal(a));
+  c.mutable_data<float>()[0] = 9;
+  CHECK(!c.equal(a));
+  CHECK(a.data<float>()[0] == 1);
+  Tensor z = Tensor::zeros(DType::i32, {0, 4});
+  CHECK(z.numel() == 0);
+  CHECK(z.to_vector<std::int32_t>().empty());
+  CHECK_THROWS_AS(Tensor::zeros(DType::f32, {-2}), Error);
+  CHECK_THROWS_AS(Tensor::from_vector<float>({1, 2}, {3}), Error);
+}
+
+TEST_CASE("reflection walks fields; structural equality names the first difference by path") {
+  static_assert(field_count_v<NodeDef> == 7);
+  GraphDef g;
+  g.values = {{"x", {DType::f32, {2, 3}}}, {"y", {DType::f32, {2, 3}}}};
+  g.inputs = {0};
+  g.outputs = {1};
+  NodeDef relu;
+  relu.op = "relu";
+  relu.inputs = {0};
+  relu.outputs = {1};
+  g.nodes = {relu, relu};
+  GraphDef h = g;
+  CHECK(structural_equal(g, h));
+  CHECK(assert_structural_equal(g, h).ok());
+  h.nodes[1].inputs[0] = 5;
+  Status s = assert_structural_equal(g, h);
+  CHECK(s.code() == Code::invalid_argument);
+  CHECK(s.message() == "not structurally equal: nodes[1].inputs[0]: 0 != 5");
+  h = g;
+  h.values[1].type.shape = Shape{2, 4};
+  CHECK(assert_structural_equal(g, h).message() == "not structurally equal: values[1].type.shape.dims[1]: 3 != 4");
+  h = g;
+  h.nodes[0].attrs["axis"] = std::int64_t{1};
+  CHECK(assert_structural_equal(g, h).message() == "not structurally equal: nodes[0].attrs: size 0 != 1");
+  CHECK(to_debug_string(g.values[0]) == R"({name: "x", type: {dtype: f32, shape: {dims: [2, 3]}}})");
+
+  ConstantDef c1{0, "w", Tensor::from_vector<float>({1, 2}, {2}), false};
+  ConstantDef c2{0, "w", Tensor::from_vector<float>({1, 3}, {2}), false};
+  CHECK(assert_structural_equal(c1, c2).message() == "not structurally equal: data: tensor data differs at element 1");
+}
