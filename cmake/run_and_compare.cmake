@@ -1,0 +1,10 @@
+# Runs PROGRAM with ARGS, checks its exit code is EXIT_CODE and its stdout equals the file EXPECTED.
+execute_process(COMMAND ${PROGRAM} ${ARGS} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT "${rc}" STREQUAL "${EXIT_CODE}")
+  message(FATAL_ERROR "${PROGRAM} exited with ${rc}, expected ${EXIT_CODE}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+file(READ ${EXPECTED} expected)
+if(NOT out STREQUAL expected)
+  file(WRITE ${PROGRAM}.actual "${out}")
+  message(FATAL_ERROR "${PROGRAM}: output differs from ${EXPECTED}\n--- expected\n${expected}\n--- actual\n${out}\n(stderr: ${err})")
+endif()
