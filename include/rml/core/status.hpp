@@ -173,11 +173,12 @@ class [[nodiscard]] Result {
 #define RML_DETAIL_CONCAT(a, b) RML_DETAIL_CONCAT_INNER(a, b)
 
 /// Returns the status from the enclosing function when `expr` (a Status) is not OK.
-#define RML_RETURN_IF_ERROR(expr)                     \
-  do {                                                \
-    ::rml::Status rml_status_ = (expr);               \
-    if (!rml_status_.ok()) return rml_status_;        \
+#define RML_DETAIL_RETURN_IF_ERROR(tmp, expr) \
+  do {                                         \
+    ::rml::Status tmp = (expr);                \
+    if (!tmp.ok()) return tmp;                 \
   } while (false)
+#define RML_RETURN_IF_ERROR(expr) RML_DETAIL_RETURN_IF_ERROR(RML_DETAIL_CONCAT(rml_status_, __COUNTER__), expr)
 
 #define RML_DETAIL_ASSIGN_OR_RETURN(tmp, lhs, expr) \
   auto tmp = (expr);                                \
@@ -186,4 +187,4 @@ class [[nodiscard]] Result {
 
 /// `RML_ASSIGN_OR_RETURN(auto x, f());` unwraps a Result or returns its status.
 #define RML_ASSIGN_OR_RETURN(lhs, expr) \
-  RML_DETAIL_ASSIGN_OR_RETURN(RML_DETAIL_CONCAT(rml_result_, __LINE__), lhs, expr)
+  RML_DETAIL_ASSIGN_OR_RETURN(RML_DETAIL_CONCAT(rml_result_, __COUNTER__), lhs, expr)
