@@ -1,18 +1,27 @@
-// Structural equality and a debug printer, written once over field descriptors.
+// Structural equality (optionally up to a renaming of values and nodes) and a debug printer,
+// written once over field descriptors.
 #pragma once
 
 #include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <typeindex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "rml/core/reflect.hpp"
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
 
 namespace rml {
+
+class Graph;  // rml/ir/graph.hpp; compared and printed through its def()
 
 // ---------------------------------------------------------------------------------------------
 // Debug printing
@@ -54,6 +63,8 @@ void debug_print(std::string& out, const T& v) {
     out += std::to_string(v);
   } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
     debug_print_string(out, std::string_view(v));
+  } else if constexpr (std::is_same_v<T, Graph>) {
+    debug_print(out, v.def());
   } else if constexpr (std::is_same_v<T, Tensor>) {
     out += "Tensor(" + v.type().to_string() + (v.is_symbolic() ? ", symbolic)" : ")");
   } else if constexpr (Reflected<T>) {
@@ -111,6 +122,14 @@ std::string to_debug_string(const T& value) {
 // ---------------------------------------------------------------------------------------------
 // Structural equality
 
+/// How structural_equal compares.
+struct EqualOptions {
+  /// Compare up to a consistent renaming: a string field called `name` of a list element (a
+  /// graph's `values[i].name` and `nodes[i].name`) matches through a one-to-one mapping of names,
+  /// one mapping per element type, instead of by spelling. An empty name matches only an empty name.
+  bool map_names = false;
+};
+
 namespace detail {
 
 template <typename T>
@@ -120,72 +139,157 @@ std::string short_repr(const T& v) {
   return s;
 }
 
-inline std::string join_path(const std::string& path, std::string_view name) {
-  if (path.empty()) return std::string(name);
-  return path + "." + std::string(name);
+// The state of one comparison. The path to a difference is collected only once one is found,
+// while the recursion unwinds, so equal inputs cost no string work.
+class EqualContext {
+ public:
+  EqualContext(const EqualOptions& options, bool explain) : options_(options), explain_(explain) {}
+
+  [[nodiscard]] const EqualOptions& options() const noexcept { return options_; }
+
+  bool differ(const std::string& what) {
+    if (explain_) what_ = what;
+    return false;
+  }
+  template <typename F>
+  bool differ_lazy(F&& what) {
+    if (explain_) what_ = what();
+    return false;
+  }
+  bool in_field(std::string_view name) { return push("." + std::string(name)); }
+  bool in_index(std::size_t i) { return push("[" + std::to_string(i) + "]"); }
+  template <typename K>
+  bool in_key(const K& key) {
+    return explain_ ? push("[" + short_repr(key) + "]") : false;
+  }
+
+  /// Checks `a` and `b` against the renaming of names of list elements of type `owner`.
+  bool same_name(const std::type_info& owner, const std::string& a, const std::string& b) {
+    if (a.empty() || b.empty()) {
+      if (a.empty() && b.empty()) return true;
+      return differ_lazy([&] { return short_repr(a) + " != " + short_repr(b) + " (an empty name matches only itself)"; });
+    }
+    Renaming& r = renamings_[std::type_index(owner)];
+    const auto [fwd, new_a] = r.forward.try_emplace(a, b);
+    const auto [bwd, new_b] = r.backward.try_emplace(b, a);
+    if (fwd->second == b && bwd->second == a) return true;
+    (void)new_a;
+    (void)new_b;
+    return differ_lazy([&] {
+      if (fwd->second != b) return short_repr(a) + " != " + short_repr(b) + " (" + short_repr(a) + " maps to " +
+                                   short_repr(fwd->second) + ")";
+      return short_repr(a) + " != " + short_repr(b) + " (" + short_repr(bwd->second) + " maps to " + short_repr(b) + ")";
+    });
+  }
+
+  /// `not structurally equal: nodes[3].inputs[1]: 5 != 6`.
+  [[nodiscard]] std::string message() const {
+    std::string path;
+    for (auto it = path_.rbegin(); it != path_.rend(); ++it) path += *it;
+    if (!path.empty() && path[0] == '.') path.erase(0, 1);
+    return "not structurally equal: " + (path.empty() ? std::string("<root>") : path) + ": " + what_;
+  }
+
+ private:
+  struct Renaming {
+    std::unordered_map<std::string, std::string> forward, backward;
+  };
+  bool push(std::string segment) {
+    if (explain_) path_.push_back(std::move(segment));
+    return false;
+  }
+
+  const EqualOptions& options_;
+  bool explain_;
+  std::string what_;
+  std::vector<std::string> path_;  // innermost first
+  std::map<std::type_index, Renaming> renamings_;
+};
+
+template <typename T>
+bool equal_at(const T& a, const T& b, EqualContext& ctx);
+
+// A reflected struct, field by field; `list_element` says whether it sits in a vector (then its
+// `name` field is subject to EqualOptions::map_names).
+template <Reflected T>
+bool equal_struct(const T& a, const T& b, EqualContext& ctx, bool list_element) {
+  const bool rename = list_element && ctx.options().map_names;
+  return std::apply(
+      [&](const auto&... fd) {
+        const auto one = [&](const auto& f) {
+          using M = std::remove_cvref_t<decltype(a.*(f.member))>;
+          bool same;
+          if constexpr (std::is_same_v<M, std::string>) {
+            same = rename && f.name == "name" ? ctx.same_name(typeid(T), a.*(f.member), b.*(f.member))
+                                              : equal_at(a.*(f.member), b.*(f.member), ctx);
+          } else {
+            same = equal_at(a.*(f.member), b.*(f.member), ctx);
+          }
+          return same || ctx.in_field(f.name);
+        };
+        return (one(fd) && ...);
+      },
+      T::fields());
 }
 
-// Returns true when equal; otherwise writes "path: a != b" to *why.
 template <typename T>
-bool equal_at(const T& a, const T& b, const std::string& path, std::string* why) {
-  const auto differ = [&](const std::string& what) {
-    if (why) *why = (path.empty() ? std::string("<root>") : path) + ": " + what;
-    return false;
-  };
+bool equal_at(const T& a, const T& b, EqualContext& ctx) {
   if constexpr (std::is_floating_point_v<T>) {
     if (a == b || (std::isnan(a) && std::isnan(b))) return true;
-    return differ(short_repr(a) + " != " + short_repr(b));
+    return ctx.differ_lazy([&] { return short_repr(a) + " != " + short_repr(b); });
   } else if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_same_v<T, std::string>) {
     if (a == b) return true;
-    return differ(short_repr(a) + " != " + short_repr(b));
+    return ctx.differ_lazy([&] { return short_repr(a) + " != " + short_repr(b); });
+  } else if constexpr (std::is_same_v<T, Graph>) {
+    return equal_at(a.def(), b.def(), ctx);
   } else if constexpr (std::is_same_v<T, Tensor>) {
-    if (a.type() != b.type()) return differ(a.type().to_string() + " != " + b.type().to_string());
-    if (a.is_symbolic() != b.is_symbolic()) return differ("symbolic != concrete");
-    if (a.defined() != b.defined()) return differ(a.defined() ? "data != no data" : "no data != data");
+    if (a.type() != b.type()) return ctx.differ(a.type().to_string() + " != " + b.type().to_string());
+    if (a.is_symbolic() != b.is_symbolic()) return ctx.differ("symbolic != concrete");
+    if (a.defined() != b.defined()) return ctx.differ(a.defined() ? "data != no data" : "no data != data");
     if (!a.defined() || a.nbytes() == 0) return true;
-    if (std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0) return true;
+    if (a.raw_data() == b.raw_data() || std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0) return true;
     const std::size_t es = element_size(a.dtype());
     for (std::size_t i = 0; i < a.nbytes(); i += es)
       if (std::memcmp(a.raw_data() + i, b.raw_data() + i, es) != 0)
-        return differ("tensor data differs at element " + std::to_string(i / es));
-    return differ("tensor data differs");
+        return ctx.differ("tensor data differs at element " + std::to_string(i / es));
+    return ctx.differ("tensor data differs");
   } else if constexpr (Reflected<T>) {
-    bool same = true;
-    std::apply(
-        [&](const auto&... fd) {
-          ((same = same && equal_at(a.*(fd.member), b.*(fd.member), join_path(path, fd.name), why)), ...);
-        },
-        T::fields());
-    return same;
+    return equal_struct(a, b, ctx, false);
   } else if constexpr (is_vector<T>::value) {
-    if (a.size() != b.size()) return differ("size " + std::to_string(a.size()) + " != " + std::to_string(b.size()));
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if (!equal_at(a[i], b[i], path + "[" + std::to_string(i) + "]", why)) return false;
+    if (a.size() != b.size())
+      return ctx.differ("size " + std::to_string(a.size()) + " != " + std::to_string(b.size()));
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      bool same;
+      if constexpr (Reflected<typename T::value_type>) same = equal_struct(a[i], b[i], ctx, true);
+      else same = equal_at<typename T::value_type>(a[i], b[i], ctx);
+      if (!same) return ctx.in_index(i);
+    }
     return true;
   } else if constexpr (is_optional<T>::value) {
-    if (a.has_value() != b.has_value()) return differ(a ? "value != null" : "null != value");
-    return !a || equal_at(*a, *b, path, why);
+    if (a.has_value() != b.has_value()) return ctx.differ(a ? "value != null" : "null != value");
+    return !a || equal_at(*a, *b, ctx);
   } else if constexpr (is_map<T>::value) {
-    if (a.size() != b.size()) return differ("size " + std::to_string(a.size()) + " != " + std::to_string(b.size()));
+    if (a.size() != b.size())
+      return ctx.differ("size " + std::to_string(a.size()) + " != " + std::to_string(b.size()));
     for (const auto& [k, va] : a) {
       auto it = b.find(k);
-      if (it == b.end()) return differ("key " + short_repr(k) + " missing on the right");
-      if (!equal_at(va, it->second, path + "[" + short_repr(k) + "]", why)) return false;
+      if (it == b.end()) return ctx.differ_lazy([&] { return "key " + short_repr(k) + " missing on the right"; });
+      if (!equal_at(va, it->second, ctx)) return ctx.in_key(k);
     }
     return true;
   } else if constexpr (is_shared_ptr<T>::value) {
     if (!a || !b) {
       if (!a && !b) return true;
-      return differ(a ? "object != null" : "null != object");
+      return ctx.differ(a ? "object != null" : "null != object");
     }
-    return a.get() == b.get() || equal_at(*a, *b, path, why);
+    return a.get() == b.get() || equal_at(*a, *b, ctx);
   } else if constexpr (is_variant<T>::value) {
     if (a.index() != b.index())
-      return differ("alternative " + std::to_string(a.index()) + " != " + std::to_string(b.index()));
+      return ctx.differ("alternative " + std::to_string(a.index()) + " != " + std::to_string(b.index()));
     return std::visit(
         [&](const auto& x) {
           using X = std::decay_t<decltype(x)>;
-          return equal_at(x, *std::get_if<X>(&b), path, why);
+          return equal_at(x, *std::get_if<X>(&b), ctx);
         },
         a);
   } else {
@@ -196,19 +300,22 @@ bool equal_at(const T& a, const T& b, const std::string& path, std::string* why)
 
 }  // namespace detail
 
-/// True when `a` and `b` hold the same fields, recursively (tensors compare dtype, shape, bytes).
+/// True when `a` and `b` hold the same fields, recursively (tensors compare dtype, shape, bytes;
+/// a Graph compares its def()). With `options.map_names`, graphs compare up to renaming of
+/// values and nodes.
 template <typename T>
-bool structural_equal(const T& a, const T& b) {
-  return detail::equal_at(a, b, std::string(), nullptr);
+bool structural_equal(const T& a, const T& b, const EqualOptions& options = {}) {
+  detail::EqualContext ctx(options, false);
+  return detail::equal_at(a, b, ctx);
 }
 
-/// OK when equal; otherwise INVALID_ARGUMENT naming the first difference by path,
-/// e.g. `nodes[3].inputs[1]: 5 != 6`.
+/// OK when structurally equal; otherwise INVALID_ARGUMENT naming the first difference by path,
+/// e.g. `not structurally equal: nodes[3].inputs[1]: 5 != 6`.
 template <typename T>
-Status assert_structural_equal(const T& a, const T& b) {
-  std::string why;
-  if (detail::equal_at(a, b, std::string(), &why)) return {};
-  return invalid_argument("not structurally equal: " + why);
+Status assert_structural_equal(const T& a, const T& b, const EqualOptions& options = {}) {
+  detail::EqualContext ctx(options, true);
+  if (detail::equal_at(a, b, ctx)) return {};
+  return invalid_argument(ctx.message());
 }
 
 }  // namespace rml

@@ -1,0 +1,99 @@
+// What the MessagePack writer, reader and type registry share: the format's constants, type names,
+// and the registry's tables (filled by rml/serial/registry.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <typeindex>
+#include <typeinfo>
+
+namespace rml {
+
+/// The envelope's `format` string.
+inline constexpr std::string_view serial_format_name = "rml-msgpack";
+/// The envelope's version. A reader refuses a newer major version; minor versions only add.
+inline constexpr std::uint32_t serial_version_major = 1;
+inline constexpr std::uint32_t serial_version_minor = 0;
+/// Containers, structs and shared objects nested deeper than this are refused on read.
+inline constexpr int serial_max_depth = 256;
+
+namespace detail {
+
+class SerialWriter;
+class SerialReader;
+
+/// The compiler's spelling of T (`rml::GraphDef`).
+template <typename T>
+constexpr std::string_view pretty_type_name() {
+#if defined(__clang__) || defined(__GNUC__)
+  std::string_view p = __PRETTY_FUNCTION__;
+  const std::size_t start = p.find("T = ") + 4;
+  const std::size_t end = p.find_first_of(";]", start);
+  return p.substr(start, end - start);
+#else
+  return typeid(T).name();
+#endif
+}
+
+/// T's name without namespaces (`GraphDef`); a template keeps its full spelling.
+template <typename T>
+constexpr std::string_view unqualified_type_name() {
+  std::string_view name = pretty_type_name<T>();
+  if (name.find('<') != std::string_view::npos) return name;
+  const std::size_t colon = name.rfind("::");
+  return colon == std::string_view::npos ? name : name.substr(colon + 2);
+}
+
+/// How the writer writes a registered type: its wire name and a writer of its fields.
+struct WriteEntry {
+  std::string name;
+  void (*write_fields)(SerialWriter&, const void* most_derived);
+};
+
+/// Registered types by C++ type (filled once, during static initialisation).
+inline std::map<std::type_index, WriteEntry>& write_registry() {
+  static std::map<std::type_index, WriteEntry> registry;
+  return registry;
+}
+
+/// How the reader makes a registered type when a `shared_ptr<Base>` field names it.
+template <typename Base>
+struct ReadEntry {
+  const std::type_info* type;                        // the most-derived type
+  std::shared_ptr<void> (*create)();                 // a default-constructed object, most-derived pointer
+  Base* (*upcast)(void* most_derived);               // the Base subobject
+  bool (*read_fields)(SerialReader&, void* most_derived);
+};
+
+/// Registered types that a `shared_ptr<Base>` may hold, by wire name.
+template <typename Base>
+std::map<std::string, ReadEntry<Base>, std::less<>>& read_registry() {
+  static std::map<std::string, ReadEntry<Base>, std::less<>> registry;
+  return registry;
+}
+
+/// The wire name of T: its registered name, or its unqualified C++ name.
+template <typename T>
+std::string_view serial_type_name() {
+  const auto& registry = write_registry();
+  if (auto it = registry.find(typeid(T)); it != registry.end()) return it->second.name;
+  return unqualified_type_name<T>();
+}
+
+// Wire names of the envelope and of shared objects.
+inline constexpr std::string_view key_format = "format";
+inline constexpr std::string_view key_version = "version";
+inline constexpr std::string_view key_type = "type";
+inline constexpr std::string_view key_root = "root";
+inline constexpr std::string_view key_id = "id";
+inline constexpr std::string_view key_ref = "ref";
+inline constexpr std::string_view key_fields = "fields";
+inline constexpr std::string_view storage_type_name = "Storage";
+
+}  // namespace detail
+}  // namespace rml

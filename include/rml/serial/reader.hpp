@@ -1,0 +1,771 @@
+// The MessagePack reader: a bounds-checked cursor that decodes any reflected value over its
+// field descriptors, restores shared objects and tensor storage, and names the path of any fault.
+//
+// Byte layout of an rml-msgpack document (MessagePack; see docs/serialization.md):
+//
+//   document  = map {"format": "rml-msgpack", "version": [major, minor], "type": str, "root": value}
+//               "format" and "version" come first, in that order; other keys may follow in any order and
+//               unknown keys are skipped. A newer major version is refused (UNSUPPORTED).
+//   bool      = true | false              integer = int/uint family, shortest encoding, range-checked on read
+//   float     = float32                   double  = float64 (bit-exact)
+//   enum      = its underlying integer (an enum with a `count_` enumerator is checked against it)
+//   string    = str                       vector<uint8_t> = bin
+//   vector<T> = array of T                optional<T>     = nil | T
+//   map<K, V> = map of K -> V (a repeated key is refused)
+//   variant   = array [alternative index, value]           (AttrValue: 0 int64, 1 double, 2 bool, 3 string,
+//                                                           4 list of int64, 5 list of double)
+//   struct    = map {field name: value} in declaration order (base fields first). On read, the keys may come
+//               in any order; an unknown key is skipped; a missing key leaves the field at its default.
+//   shared_ptr<T> = nil
+//               | {"id": n, "type": "<TypeName>", "fields": struct}   (first occurrence; ids are 0, 1, 2, ...
+//                                                                       in order of first occurrence)
+//               | {"ref": n}                                          (a later occurrence of object n)
+//   Tensor    = nil (no data) | {"dtype": uint, "shape": [int...], "data": bytes}
+//   bytes     = {"id": n, "type": "Storage", "fields": bin} | {"ref": n}
+//               (one id space with shared objects; keyed on storage, offset and size, so tied weights
+//               are stored once and share one storage again after reading)
+//
+// Limits enforced while reading: every length is checked against the bytes that remain before
+// anything is allocated; nesting deeper than serial_max_depth (256) is refused; a `ref` must name
+// an object defined earlier; ids must come in sequence; a tensor's bytes must equal dtype x shape.
+#pragma once
+
+#include <bit>
+#include <bitset>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "rml/core/reflect.hpp"
+#include "rml/core/status.hpp"
+#include "rml/core/tensor.hpp"
+#include "rml/serial/detail/common.hpp"
+
+namespace rml::detail {
+
+/// Decodes one document from a span of bytes it does not own (which outlives the reader).
+/// Every read returns false on failure, after which status() says what and where.
+class SerialReader {
+ public:
+  explicit SerialReader(std::span<const std::uint8_t> bytes) noexcept
+      : begin_(bytes.data()), p_(bytes.data()), end_(bytes.data() + bytes.size()) {}
+
+  /// Reads the envelope and its root into `out`, which must hold T's defaults.
+  template <typename T>
+  bool read_document(T& out, std::string_view expected_type) {
+    std::uint32_t n = 0;
+    std::string_view key;
+    std::string_view format;
+    if (!at_kind(0x80) || !read_map_header(n) || n < 2 || !read_str(key) || key != key_format || !read_str(format) ||
+        format != serial_format_name)
+      return fail_document();
+    std::uint32_t version[2] = {0, 0};
+    std::uint32_t version_len = 0;
+    if (!read_str(key) || key != key_version || !read_array_header(version_len) || version_len < 2 ||
+        !read(version[0]) || !read(version[1]))
+      return fail(Code::data_loss, "the envelope's \"version\" is not [major, minor]");
+    if (version[0] != serial_version_major)
+      return fail(Code::unsupported, "version " + std::to_string(version[0]) + "." + std::to_string(version[1]) +
+                                         " is not supported by this reader (version " +
+                                         std::to_string(serial_version_major) + "." +
+                                         std::to_string(serial_version_minor) + ")");
+    for (std::uint32_t i = 2; i < version_len; ++i)
+      if (!skip()) return false;
+    bool have_root = false;
+    for (std::uint32_t i = 2; i < n; ++i) {
+      if (!read_str(key)) return false;
+      if (key == key_type) {
+        std::string_view type;
+        if (!read_str(type)) return false;
+        if (type != expected_type)
+          return fail(Code::invalid_argument,
+                      "the document holds a " + std::string(type) + ", not a " + std::string(expected_type));
+      } else if (key == key_root) {
+        if (have_root) return fail(Code::data_loss, "the envelope has two roots");
+        have_root = true;
+        if (!read(out)) return false;
+      } else if (!skip()) {
+        return false;
+      }
+    }
+    if (!have_root) return fail(Code::data_loss, "the envelope has no \"root\"");
+    if (p_ != end_) return fail(Code::data_loss, std::to_string(end_ - p_) + " bytes follow the document");
+    return true;
+  }
+
+  /// The failure: `<path>: <what> (at byte N)`, or OK.
+  [[nodiscard]] Status status() const {
+    if (code_ == Code::ok) return {};
+    std::string path;
+    for (auto it = path_.rbegin(); it != path_.rend(); ++it) path += *it;
+    if (!path.empty() && path[0] == '.') path.erase(0, 1);
+    if (path.empty()) path = "<root>";
+    return {code_, std::string(serial_format_name) + ": " + path + ": " + what_ + " (at byte " +
+                       std::to_string(fail_offset_) + ")"};
+  }
+
+  // ---- values, by category ----
+
+  template <typename T>
+  bool read(T& out) {
+    if constexpr (std::is_same_v<T, bool>) {
+      if (p_ < end_ && (*p_ == 0xc2 || *p_ == 0xc3)) {
+        out = *p_++ == 0xc3;
+        return true;
+      }
+      return wrong_type("a bool");
+    } else if constexpr (std::is_enum_v<T>) {
+      std::underlying_type_t<T> raw{};
+      if (!read(raw)) return false;
+      if constexpr (requires { T::count_; }) {
+        if (raw < static_cast<std::underlying_type_t<T>>(0) ||
+            raw >= static_cast<std::underlying_type_t<T>>(T::count_))
+          return fail_back(Code::data_loss, "enum value " + std::to_string(raw) + " is out of range");
+      }
+      out = static_cast<T>(raw);
+      return true;
+    } else if constexpr (std::is_integral_v<T>) {
+      return read_integral(out);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return read_floating(out);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      std::string_view s;
+      if (!read_str(s)) return false;
+      out.assign(s.data(), s.size());
+      return true;
+    } else if constexpr (std::is_same_v<T, Tensor>) {
+      return read_tensor(out);
+    } else if constexpr (Reflected<T>) {
+      return read_struct(out);
+    } else if constexpr (is_vector<T>::value) {
+      return read_vector(out);
+    } else if constexpr (is_optional<T>::value) {
+      if (p_ < end_ && *p_ == 0xc0) {
+        ++p_;
+        out.reset();
+        return true;
+      }
+      return read(out.emplace());
+    } else if constexpr (is_map<T>::value) {
+      return read_map(out);
+    } else if constexpr (is_shared_ptr<T>::value) {
+      return read_shared(out);
+    } else if constexpr (is_variant<T>::value) {
+      return read_variant(out);
+    } else {
+      static_assert(sizeof(T) == 0, "rml: deserialize: this field type cannot be read; reflect it with fields()");
+    }
+  }
+
+  /// A reflected struct from a map of field names (see the layout above).
+  template <Reflected T>
+  bool read_struct(T& obj) {
+    static constexpr auto fields = T::fields();
+    static constexpr std::size_t count = field_count_v<T>;
+    std::uint32_t n = 0;
+    if (!at_kind(0x80, "a map (struct)") || !read_map_header(n) || !enter()) return false;
+    std::bitset<count> seen;
+    std::size_t next = 0;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      std::string_view key;
+      if (!read_str(key)) return false;
+      std::size_t index = count;
+      if (next < count && field_name<T>(next) == key) {
+        index = next;
+      } else {
+        for (std::size_t j = 0; j < count; ++j)
+          if (field_name<T>(j) == key) index = j;
+      }
+      if (index == count) {  // a field this reader does not know: written by a newer writer
+        if (!skip()) return in_field(key);
+        continue;
+      }
+      if (seen[index]) return fail_back(Code::data_loss, "field \"" + std::string(key) + "\" appears twice");
+      seen.set(index);
+      const bool ok = [&]<std::size_t... I>(std::index_sequence<I...>) {
+        bool result = true;
+        (void)((index == I ? (result = read(obj.*(std::get<I>(fields).member)), true) : false) || ...);
+        return result;
+      }(std::make_index_sequence<count>{});
+      if (!ok) return in_field(key);
+      next = index + 1;
+    }
+    return leave();
+  }
+
+ private:
+  struct SharedObject {
+    std::shared_ptr<void> object;
+    const std::type_info* type;
+    std::string_view name;
+    std::size_t size;  // bytes, for tensor storage
+  };
+  struct SharedHeader {
+    bool is_ref = false;
+    std::uint32_t id = 0;
+    std::string_view type;
+  };
+
+  template <Reflected T>
+  static constexpr std::string_view field_name(std::size_t i) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      constexpr auto fields = T::fields();
+      constexpr std::string_view names[] = {std::get<I>(fields).name...};
+      return names[i];
+    }(std::make_index_sequence<field_count_v<T>>{});
+  }
+
+  // ---- failure and path ----
+
+  bool fail(Code code, std::string what) {
+    if (code_ == Code::ok) {
+      code_ = code;
+      what_ = std::move(what);
+      fail_offset_ = static_cast<std::size_t>(p_ - begin_);
+    }
+    return false;
+  }
+  // A failure about the value that was just read: reports the offset where it began.
+  bool fail_back(Code code, std::string what) {
+    fail(code, std::move(what));
+    fail_offset_ = static_cast<std::size_t>(value_start_ - begin_);
+    return false;
+  }
+  bool fail_document() {
+    return fail(Code::invalid_argument, "not an rml-msgpack document (it must open with {\"format\": \"rml-msgpack\"})");
+  }
+  bool in_field(std::string_view name) {
+    path_.push_back("." + std::string(name));
+    return false;
+  }
+  bool in_element(std::size_t i) {
+    path_.push_back("[" + std::to_string(i) + "]");
+    return false;
+  }
+  bool enter() {
+    if (++depth_ > serial_max_depth)
+      return fail(Code::data_loss, "nesting deeper than " + std::to_string(serial_max_depth) + " levels");
+    return true;
+  }
+  bool leave() {
+    --depth_;
+    return true;
+  }
+
+  static const char* kind_name(std::uint8_t b) {
+    if (b <= 0x7f || b >= 0xe0 || (b >= 0xcc && b <= 0xd3)) return "an integer";
+    if (b <= 0x8f || b == 0xde || b == 0xdf) return "a map";
+    if (b <= 0x9f || b == 0xdc || b == 0xdd) return "an array";
+    if (b <= 0xbf || (b >= 0xd9 && b <= 0xdb)) return "a string";
+    switch (b) {
+      case 0xc0: return "nil";
+      case 0xc2:
+      case 0xc3: return "a bool";
+      case 0xc4:
+      case 0xc5:
+      case 0xc6: return "binary data";
+      case 0xca:
+      case 0xcb: return "a float";
+      case 0xc1: return "the invalid byte 0xc1";
+      default: return "an extension value";
+    }
+  }
+  bool wrong_type(const char* expected) {
+    if (p_ == end_) return fail(Code::data_loss, std::string("truncated: expected ") + expected);
+    return fail(Code::data_loss, std::string("expected ") + expected + ", found " + kind_name(*p_));
+  }
+  // True when the next byte starts a value of the family `family` (0x80 map, 0x90 array).
+  bool at_kind(std::uint8_t family, const char* what = nullptr) {
+    if (p_ < end_) {
+      const std::uint8_t b = *p_;
+      if (family == 0x80 && ((b & 0xf0) == 0x80 || b == 0xde || b == 0xdf)) return true;
+      if (family == 0x90 && ((b & 0xf0) == 0x90 || b == 0xdc || b == 0xdd)) return true;
+    }
+    if (what == nullptr) return false;
+    return wrong_type(what);
+  }
+
+  // ---- MessagePack primitives ----
+
+  bool need(std::size_t n) {
+    if (static_cast<std::size_t>(end_ - p_) >= n) return true;
+    return fail(Code::data_loss, "truncated: " + std::to_string(n) + " bytes needed, " +
+                                     std::to_string(end_ - p_) + " remain");
+  }
+  template <typename U>
+  U load_be() {  // the caller has checked need(sizeof(U))
+    U v = 0;
+    for (std::size_t i = 0; i < sizeof(U); ++i) v = static_cast<U>((v << 8) | p_[i]);
+    p_ += sizeof(U);
+    return v;
+  }
+  bool read_sized(std::uint32_t& n, int width) {
+    if (!need(static_cast<std::size_t>(width))) return false;
+    if (width == 1) n = load_be<std::uint8_t>();
+    else if (width == 2) n = load_be<std::uint16_t>();
+    else n = load_be<std::uint32_t>();
+    return true;
+  }
+  // Checks that `count` items of at least `min_bytes` each fit in what remains.
+  bool fits(std::uint64_t count, std::uint64_t min_bytes, const char* what) {
+    const auto remain = static_cast<std::uint64_t>(end_ - p_);
+    if (count <= remain / min_bytes) return true;
+    return fail_back(Code::data_loss, std::string(what) + " of " + std::to_string(count) + " claims more than the " +
+                                          std::to_string(remain) + " bytes that remain");
+  }
+
+  bool read_map_header(std::uint32_t& n) {
+    value_start_ = p_;
+    if (p_ == end_) return wrong_type("a map");
+    const std::uint8_t b = *p_;
+    if ((b & 0xf0) == 0x80) {
+      ++p_;
+      n = b & 0x0f;
+    } else if (b == 0xde || b == 0xdf) {
+      ++p_;
+      if (!read_sized(n, b == 0xde ? 2 : 4)) return false;
+    } else {
+      return wrong_type("a map");
+    }
+    return fits(n, 2, "a map");
+  }
+  bool read_array_header(std::uint32_t& n) {
+    value_start_ = p_;
+    if (p_ == end_) return wrong_type("an array");
+    const std::uint8_t b = *p_;
+    if ((b & 0xf0) == 0x90) {
+      ++p_;
+      n = b & 0x0f;
+    } else if (b == 0xdc || b == 0xdd) {
+      ++p_;
+      if (!read_sized(n, b == 0xdc ? 2 : 4)) return false;
+    } else {
+      return wrong_type("an array");
+    }
+    return fits(n, 1, "an array");
+  }
+  bool read_str(std::string_view& s) {
+    value_start_ = p_;
+    if (p_ == end_) return wrong_type("a string");
+    const std::uint8_t b = *p_;
+    std::uint32_t n = 0;
+    if ((b & 0xe0) == 0xa0) {
+      ++p_;
+      n = b & 0x1f;
+    } else if (b >= 0xd9 && b <= 0xdb) {
+      ++p_;
+      if (!read_sized(n, 1 << (b - 0xd9))) return false;
+    } else {
+      return wrong_type("a string");
+    }
+    if (!fits(n, 1, "a string")) return false;
+    s = {reinterpret_cast<const char*>(p_), n};
+    p_ += n;
+    return true;
+  }
+  bool read_bin(std::span<const std::uint8_t>& out) {
+    value_start_ = p_;
+    if (p_ == end_ || *p_ < 0xc4 || *p_ > 0xc6) return wrong_type("binary data");
+    std::uint32_t n = 0;
+    if (!read_sized(n, 1 << (*p_++ - 0xc4))) return false;
+    if (!fits(n, 1, "binary data")) return false;
+    out = {p_, n};
+    p_ += n;
+    return true;
+  }
+
+  template <typename T>
+  bool read_integral(T& out) {
+    value_start_ = p_;
+    if (p_ == end_) return wrong_type("an integer");
+    const std::uint8_t b = *p_;
+    bool negative = false;
+    std::uint64_t u = 0;
+    std::int64_t s = 0;
+    if (b <= 0x7f) {
+      ++p_;
+      u = b;
+    } else if (b >= 0xe0) {
+      ++p_;
+      negative = true;
+      s = static_cast<std::int8_t>(b);
+    } else if (b >= 0xcc && b <= 0xcf) {
+      const std::size_t width = std::size_t{1} << (b - 0xcc);
+      if (!need(1 + width)) return false;
+      ++p_;
+      switch (width) {
+        case 1: u = load_be<std::uint8_t>(); break;
+        case 2: u = load_be<std::uint16_t>(); break;
+        case 4: u = load_be<std::uint32_t>(); break;
+        default: u = load_be<std::uint64_t>(); break;
+      }
+    } else if (b >= 0xd0 && b <= 0xd3) {
+      const std::size_t width = std::size_t{1} << (b - 0xd0);
+      if (!need(1 + width)) return false;
+      ++p_;
+      switch (width) {
+        case 1: s = static_cast<std::int8_t>(load_be<std::uint8_t>()); break;
+        case 2: s = static_cast<std::int16_t>(load_be<std::uint16_t>()); break;
+        case 4: s = static_cast<std::int32_t>(load_be<std::uint32_t>()); break;
+        default: s = static_cast<std::int64_t>(load_be<std::uint64_t>()); break;
+      }
+      negative = s < 0;
+      u = static_cast<std::uint64_t>(s);
+    } else {
+      return wrong_type("an integer");
+    }
+    if (negative) {
+      if constexpr (std::is_signed_v<T>) {
+        if (s >= static_cast<std::int64_t>(std::numeric_limits<T>::min())) {
+          out = static_cast<T>(s);
+          return true;
+        }
+      }
+      return fail_back(Code::data_loss, std::to_string(s) + " is out of range for " + integer_name<T>());
+    }
+    if (u <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())) {
+      out = static_cast<T>(u);
+      return true;
+    }
+    return fail_back(Code::data_loss, std::to_string(u) + " is out of range for " + integer_name<T>());
+  }
+  template <typename T>
+  static std::string integer_name() {
+    return std::string(std::is_signed_v<T> ? "int" : "uint") + std::to_string(8 * sizeof(T));
+  }
+
+  template <typename T>
+  bool read_floating(T& out) {
+    value_start_ = p_;
+    if (p_ == end_ || (*p_ != 0xca && *p_ != 0xcb)) return wrong_type("a float");
+    if (*p_ == 0xca) {
+      if (!need(5)) return false;
+      ++p_;
+      out = static_cast<T>(std::bit_cast<float>(load_be<std::uint32_t>()));
+    } else {
+      if (!need(9)) return false;
+      ++p_;
+      const double d = std::bit_cast<double>(load_be<std::uint64_t>());
+      if (std::isfinite(d) && (d > std::numeric_limits<T>::max() || d < std::numeric_limits<T>::lowest()))
+        return fail_back(Code::data_loss, std::to_string(d) + " is out of range for a float");
+      out = static_cast<T>(d);
+    }
+    return true;
+  }
+
+  /// Skips one value of any kind (an unknown field), within the nesting bound.
+  bool skip() {
+    value_start_ = p_;
+    if (p_ == end_) return wrong_type("a value");
+    const std::uint8_t b = *p_;
+    std::uint64_t items = 0;  // nested values that follow
+    std::uint32_t n = 0;
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+      ++p_;
+      return true;
+    }
+    if ((b & 0xe0) == 0xa0 || (b >= 0xd9 && b <= 0xdb)) {
+      std::string_view s;
+      return read_str(s);
+    }
+    if (b >= 0xc4 && b <= 0xc6) {
+      std::span<const std::uint8_t> bytes;
+      return read_bin(bytes);
+    }
+    if (at_kind(0x90)) {
+      if (!read_array_header(n)) return false;
+      items = n;
+    } else if (at_kind(0x80)) {
+      if (!read_map_header(n)) return false;
+      items = 2ull * n;
+    } else {
+      std::size_t size = 0;  // bytes after the opcode
+      switch (b) {
+        case 0xcc: case 0xd0: size = 1; break;
+        case 0xcd: case 0xd1: size = 2; break;
+        case 0xca: case 0xce: case 0xd2: size = 4; break;
+        case 0xcb: case 0xcf: case 0xd3: size = 8; break;
+        case 0xd4: size = 2; break;  // fixext 1..16: type byte + data
+        case 0xd5: size = 3; break;
+        case 0xd6: size = 5; break;
+        case 0xd7: size = 9; break;
+        case 0xd8: size = 17; break;
+        case 0xc7: case 0xc8: case 0xc9: {  // ext 8/16/32: length, type byte, data
+          ++p_;
+          if (!read_sized(n, 1 << (b - 0xc7)) || !need(1)) return false;
+          ++p_;
+          if (!fits(n, 1, "an extension value")) return false;
+          p_ += n;
+          return true;
+        }
+        default: return fail(Code::data_loss, "the invalid byte 0xc1");
+      }
+      if (!need(1 + size)) return false;
+      p_ += 1 + size;
+      return true;
+    }
+    if (!enter()) return false;
+    for (std::uint64_t i = 0; i < items; ++i)
+      if (!skip()) return false;
+    return leave();
+  }
+
+  // ---- containers ----
+
+  template <typename V>
+  bool read_vector(V& out) {
+    using E = typename V::value_type;
+    if constexpr (std::is_same_v<E, std::uint8_t>) {
+      std::span<const std::uint8_t> bytes;
+      if (!read_bin(bytes)) return false;
+      out.assign(bytes.begin(), bytes.end());
+      return true;
+    } else {
+      std::uint32_t n = 0;
+      if (!read_array_header(n) || !enter()) return false;
+      out.clear();
+      if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {
+        out.resize(n);  // n <= remaining bytes, and each element is at most 8 bytes
+        for (std::uint32_t i = 0; i < n; ++i)
+          if (!read(out[i])) return in_element(i);
+      } else {
+        // Reserve only what the remaining bytes could plausibly hold: an element needs at least
+        // one byte on the wire, so a huge count is bounded by the input's size.
+        const auto remain = static_cast<std::size_t>(end_ - p_);
+        if (std::size_t{n} * sizeof(E) <= 16 * remain + 4096) out.reserve(n);
+        for (std::uint32_t i = 0; i < n; ++i) {
+          E e{};
+          if (!read(e)) return in_element(i);
+          out.push_back(std::move(e));
+        }
+      }
+      return leave();
+    }
+  }
+
+  template <typename M>
+  bool read_map(M& out) {
+    std::uint32_t n = 0;
+    if (!read_map_header(n) || !enter()) return false;
+    out.clear();
+    for (std::uint32_t i = 0; i < n; ++i) {
+      typename M::key_type key{};
+      if (!read(key)) return in_element(i);
+      auto [it, fresh] = out.try_emplace(std::move(key));
+      if (!fresh) {
+        fail_back(Code::data_loss, "a repeated map key");
+        return in_key(it->first);
+      }
+      if (!read(it->second)) return in_key(it->first);
+    }
+    return leave();
+  }
+  template <typename K>
+  bool in_key(const K& key) {
+    if constexpr (std::is_convertible_v<const K&, std::string_view>) {
+      path_.push_back("[\"" + std::string(std::string_view(key)) + "\"]");
+    } else if constexpr (std::is_integral_v<K>) {
+      path_.push_back("[" + std::to_string(key) + "]");
+    } else {
+      path_.push_back("[<key>]");
+    }
+    return false;
+  }
+
+  template <typename V>
+  bool read_variant(V& out) {
+    std::uint32_t n = 0;
+    if (!read_array_header(n)) return false;
+    if (n != 2) return fail_back(Code::data_loss, "a variant must be [alternative, value]");
+    std::uint32_t index = 0;
+    if (!read(index) || !enter()) return false;
+    constexpr std::size_t count = std::variant_size_v<V>;
+    if (index >= count)
+      return fail_back(Code::data_loss, "variant alternative " + std::to_string(index) + " is unknown (this reader has " +
+                                            std::to_string(count) + ")");
+    const bool ok = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      bool result = true;
+      (void)((index == I ? (result = read(out.template emplace<I>()), true) : false) || ...);
+      return result;
+    }(std::make_index_sequence<count>{});
+    return ok && leave();
+  }
+
+  // ---- shared objects ----
+
+  // Reads `{"ref": n}` (checks n names an earlier object), or `{"id": n, "type": t, "fields": `
+  // (checks n is the next id) and stops before the fields' value.
+  bool read_shared_header(SharedHeader& h) {
+    std::uint32_t n = 0;
+    std::string_view key;
+    if (!read_map_header(n) || !read_str(key)) return false;
+    if (key == key_ref) {
+      if (n != 1) return fail_back(Code::data_loss, "a {\"ref\": n} map has other keys");
+      h.is_ref = true;
+      if (!read(h.id)) return false;
+      if (h.id >= objects_.size())
+        return fail_back(Code::data_loss, "ref " + std::to_string(h.id) + " names no earlier object (" +
+                                              std::to_string(objects_.size()) + " defined so far)");
+      return true;
+    }
+    if (key != key_id || n != 3)
+      return fail_back(Code::data_loss, "a shared object must be {\"id\", \"type\", \"fields\"} or {\"ref\"}");
+    if (!read(h.id)) return false;
+    if (h.id != objects_.size())
+      return fail_back(Code::data_loss, h.id < objects_.size() ? "object id " + std::to_string(h.id) + " is used twice"
+                                                               : "object id " + std::to_string(h.id) +
+                                                                     " is out of sequence (expected " +
+                                                                     std::to_string(objects_.size()) + ")");
+    if (!read_str(key) || key != key_type || !read_str(h.type))
+      return fail_back(Code::data_loss, "a shared object needs \"type\" after \"id\"");
+    if (!read_str(key) || key != key_fields)
+      return fail_back(Code::data_loss, "a shared object needs \"fields\" after \"type\"");
+    return true;
+  }
+
+  template <typename T>
+  bool read_shared(std::shared_ptr<T>& out) {
+    using U = std::remove_cv_t<T>;
+    if (p_ < end_ && *p_ == 0xc0) {
+      ++p_;
+      out.reset();
+      return true;
+    }
+    SharedHeader h;
+    if (!at_kind(0x80, "a shared object (map) or nil") || !enter() || !read_shared_header(h)) return false;
+    if (h.is_ref) {
+      const SharedObject& o = objects_[h.id];
+      if constexpr (std::is_polymorphic_v<U>) {
+        const auto& registry = read_registry<U>();
+        const auto it = registry.find(o.name);
+        if (it != registry.end() && *it->second.type == *o.type) {
+          out = std::shared_ptr<T>(o.object, it->second.upcast(o.object.get()));
+          return leave();
+        }
+      }
+      if (*o.type != typeid(U))
+        return fail_back(Code::data_loss, "ref " + std::to_string(h.id) + " names a " + std::string(o.name) +
+                                              ", not a " + std::string(serial_type_name<U>()));
+      out = std::static_pointer_cast<U>(o.object);
+      return leave();
+    }
+    if constexpr (std::is_polymorphic_v<U>) {
+      const auto& registry = read_registry<U>();
+      if (const auto it = registry.find(h.type); it != registry.end()) {
+        std::shared_ptr<void> object = it->second.create();
+        objects_.push_back({object, it->second.type, h.type, 0});
+        if (!it->second.read_fields(*this, object.get())) return false;
+        out = std::shared_ptr<T>(object, it->second.upcast(object.get()));
+        return leave();
+      }
+      if constexpr (!Reflected<U> || std::is_abstract_v<U>) {
+        return fail_back(Code::invalid_argument, "unknown type name \"" + std::string(h.type) + "\" (no type of that name "
+                                                 "is registered as a " + std::string(unqualified_type_name<U>()) + ")");
+      } else if (h.type != serial_type_name<U>()) {
+        return fail_back(Code::invalid_argument, "unknown type name \"" + std::string(h.type) + "\" (no type of that name "
+                                                 "is registered as a " + std::string(serial_type_name<U>()) + ")");
+      }
+    }
+    if constexpr (Reflected<U> && !std::is_abstract_v<U>) {
+      static_assert(std::is_default_constructible_v<U>, "rml: deserialize: a shared_ptr<T> field needs a "
+                                                        "default-constructible T");
+      auto object = std::make_shared<U>();
+      objects_.push_back({object, &typeid(U), h.type, 0});
+      if (!read_struct(*object)) return false;
+      out = std::move(object);
+      return leave();
+    } else {
+      return false;
+    }
+  }
+
+  // ---- tensors ----
+
+  bool read_tensor(Tensor& out) {
+    if (p_ < end_ && *p_ == 0xc0) {
+      ++p_;
+      out = Tensor();
+      return true;
+    }
+    std::uint32_t n = 0;
+    if (!at_kind(0x80, "a tensor (map) or nil") || !read_map_header(n) || !enter()) return false;
+    const std::uint8_t* start = value_start_;
+    bool have_dtype = false;
+    bool have_shape = false;
+    DType dtype = DType::f32;
+    std::vector<std::int64_t> dims;
+    std::shared_ptr<const Storage> storage;
+    std::size_t size = 0;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      std::string_view key;
+      if (!read_str(key)) return false;
+      bool ok = true;
+      if (key == "dtype") ok = have_dtype = read(dtype);
+      else if (key == "shape") ok = have_shape = read(dims);
+      else if (key == "data") ok = read_storage(storage, size);
+      else ok = skip();
+      if (!ok) return in_field(key);
+    }
+    value_start_ = start;
+    if (!have_dtype || !have_shape || !storage)
+      return fail_back(Code::data_loss, "a tensor needs \"dtype\", \"shape\" and \"data\"");
+    TensorType type{dtype, Shape(std::move(dims))};
+    const auto nbytes = type.checked_nbytes();
+    if (!nbytes) return fail_back(Code::data_loss, "invalid tensor shape " + type.shape.to_string());
+    if (static_cast<std::uint64_t>(*nbytes) != size)
+      return fail_back(Code::data_loss, "a " + type.to_string() + " tensor needs " + std::to_string(*nbytes) +
+                                            " bytes, its data has " + std::to_string(size));
+    out = Tensor::view(std::move(type), std::move(storage), 0);
+    return leave();
+  }
+
+  bool read_storage(std::shared_ptr<const Storage>& out, std::size_t& size) {
+    SharedHeader h;
+    if (!at_kind(0x80, "tensor data ({\"id\"...} or {\"ref\": n})") || !read_shared_header(h)) return false;
+    if (h.is_ref) {
+      const SharedObject& o = objects_[h.id];
+      if (*o.type != typeid(Storage))
+        return fail_back(Code::data_loss, "ref " + std::to_string(h.id) + " names a " + std::string(o.name) +
+                                              ", not tensor data");
+      out = std::static_pointer_cast<const Storage>(o.object);
+      size = o.size;
+      return true;
+    }
+    if (h.type != storage_type_name)
+      return fail_back(Code::data_loss, "tensor data has type \"" + std::string(h.type) + "\", not \"Storage\"");
+    std::span<const std::uint8_t> bytes;
+    if (!read_bin(bytes)) return false;
+    std::shared_ptr<Storage> storage = BufferStorage::allocate(bytes.size());
+    if (!bytes.empty()) std::memcpy(storage->data(), bytes.data(), bytes.size());
+    objects_.push_back({std::shared_ptr<void>(storage), &typeid(Storage), storage_type_name, bytes.size()});
+    out = std::move(storage);
+    size = bytes.size();
+    return true;
+  }
+
+  const std::uint8_t* begin_;
+  const std::uint8_t* p_;
+  const std::uint8_t* end_;
+  const std::uint8_t* value_start_ = nullptr;
+  int depth_ = 0;
+  std::vector<SharedObject> objects_;
+  // The failure: code, message, offset, and the path segments pushed while unwinding (innermost first).
+  Code code_ = Code::ok;
+  std::string what_;
+  std::size_t fail_offset_ = 0;
+  std::vector<std::string> path_;
+};
+
+}  // namespace rml::detail

@@ -1,0 +1,121 @@
+// MessagePack serialization of any reflected value, and of Graph (one self-contained file with
+// its weights): serialize, deserialize, serialize_to_file, deserialize_from_file.
+//
+//   std::vector<std::uint8_t> bytes = rml::serialize(graph);
+//   rml::Graph copy = rml::deserialize<rml::Graph>(bytes).value();
+//
+// The byte layout is at the top of rml/serial/reader.hpp and in docs/serialization.md.
+#pragma once
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "rml/core/status.hpp"
+#include "rml/ir/graph.hpp"
+#include "rml/serial/detail/common.hpp"
+#include "rml/serial/reader.hpp"
+#include "rml/serial/registry.hpp"
+#include "rml/serial/writer.hpp"
+
+namespace rml {
+
+namespace detail {
+
+// A Graph is written as its GraphDef.
+template <typename T>
+using serial_root_t = std::conditional_t<std::is_same_v<T, Graph>, GraphDef, T>;
+
+template <typename T>
+const serial_root_t<T>& serial_root(const T& value) {
+  if constexpr (std::is_same_v<T, Graph>) return value.def();
+  else return value;
+}
+
+}  // namespace detail
+
+/// The rml-msgpack document holding `value` (a reflected type, a Graph, or any field type).
+/// Shared objects and tensor bytes shared by several tensors are written once.
+/// Throws Error (FAILED_PRECONDITION) for a symbolic tensor or for a polymorphic object whose type is not
+/// registered, and (UNSUPPORTED) for a string, list or blob longer than MessagePack's 2^32 - 1.
+template <typename T>
+std::vector<std::uint8_t> serialize(const T& value) {
+  using Root = detail::serial_root_t<T>;
+  detail::SerialWriter writer;
+  writer.write_map_header(4);
+  writer.write_str(detail::key_format);
+  writer.write_str(serial_format_name);
+  writer.write_str(detail::key_version);
+  writer.write_array_header(2);
+  writer.write_uint(serial_version_major);
+  writer.write_uint(serial_version_minor);
+  writer.write_str(detail::key_type);
+  writer.write_str(detail::serial_type_name<Root>());
+  writer.write_str(detail::key_root);
+  writer.write(detail::serial_root(value));
+  return std::move(writer).take();
+}
+
+/// The T held by an rml-msgpack document (T = Graph reads a GraphDef and wraps it).
+/// Errors name the path inside the document and the byte offset:
+/// INVALID_ARGUMENT when the bytes are not an rml-msgpack document, hold another type, or name
+/// a polymorphic type that is not registered; UNSUPPORTED for a newer major version; DATA_LOSS for
+/// truncated or corrupt data (wrong types, absurd lengths, dangling refs, nesting deeper than 256,
+/// a tensor whose bytes are not dtype x shape).
+template <typename T>
+Result<T> deserialize(std::span<const std::uint8_t> bytes) {
+  using Root = detail::serial_root_t<T>;
+  static_assert(std::is_default_constructible_v<Root>, "rml: deserialize<T> needs a default-constructible T");
+  detail::SerialReader reader(bytes);
+  Root root{};
+  if (!reader.read_document(root, detail::serial_type_name<Root>())) return reader.status();
+  if constexpr (std::is_same_v<T, Graph>) return Graph(std::move(root));
+  else return root;
+}
+
+/// Writes serialize(value) to `path`. INVALID_ARGUMENT (naming the path) when the file cannot be
+/// written, or what serialize would throw, as a status.
+template <typename T>
+Status serialize_to_file(const T& value, const std::filesystem::path& path) {
+  std::vector<std::uint8_t> bytes;
+  try {
+    bytes = serialize(value);
+  } catch (const Error& e) {
+    return e.status().with_prefix(path.string() + ": ");
+  }
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return invalid_argument(path.string() + ": cannot open for writing: " + std::strerror(errno));
+  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed) return invalid_argument(path.string() + ": write failed: " + std::strerror(errno));
+  return {};
+}
+
+/// Reads the T that serialize_to_file wrote. NOT_FOUND when the file does not exist, DATA_LOSS when
+/// it cannot be read, else what deserialize returns; every message starts with the path.
+template <typename T>
+Result<T> deserialize_from_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) {
+    if (ec == std::errc::no_such_file_or_directory) return not_found(path.string() + ": no such file");
+    return data_loss(path.string() + ": " + ec.message());
+  }
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return data_loss(path.string() + ": cannot open: " + std::strerror(errno));
+  const bool read_all = std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  std::fclose(f);
+  if (!read_all) return data_loss(path.string() + ": short read");
+  Result<T> result = deserialize<T>(bytes);
+  if (!result.ok()) return result.error().with_prefix(path.string() + ": ");
+  return result;
+}
+
+}  // namespace rml

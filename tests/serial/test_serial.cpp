@@ -1,0 +1,276 @@
+// MessagePack serialization: round trips of every field kind and of graphs, pointer sharing, the
+// type registry, and the bytes checked with an independent decoder (msgpack-cxx).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <msgpack.hpp>
+#include <string>
+#include <vector>
+
+#include <rml/core/equal.hpp>
+#include <rml/serial/serialize.hpp>
+
+#include "serial/test_serial_types.hpp"
+
+using namespace rml;
+using namespace serial_test;
+
+namespace {
+
+std::filesystem::path temp_path(const std::string& name) {
+  const auto dir = std::filesystem::path(RML_TEST_BUILD_DIR) / "serial_tmp";
+  std::filesystem::create_directories(dir);
+  return dir / name;
+}
+
+// The envelope's keys and the root, decoded by msgpack-cxx.
+msgpack::object_handle decode(const std::vector<std::uint8_t>& bytes) {
+  return msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+const msgpack::object* find_key(const msgpack::object& map, std::string_view key) {
+  REQUIRE(map.type == msgpack::type::MAP);
+  for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
+    const auto& kv = map.via.map.ptr[i];
+    if (kv.key.type == msgpack::type::STR && std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key)
+      return &kv.val;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("every field kind round-trips") {
+  Everything e;
+  e.flag = true;
+  e.i8 = -100;
+  e.u64 = std::numeric_limits<std::uint64_t>::max();
+  e.i64 = std::numeric_limits<std::int64_t>::min();
+  e.f = -0.0f;
+  e.d = std::nan("0x5");
+  e.dtype = DType::i32;
+  e.text = std::string(40, 'x') + "\xe2\x9c\x93";  // longer than a fixstr, with UTF-8
+  e.words = {"", "a", std::string(300, 'b')};
+  e.blob = {0, 1, 2, 255};
+  e.bits = {true, false, true};
+  e.origin = Origin{"layers.2", "model.py", 41};
+  e.attrs = {{"i", std::int64_t{-7}}, {"d", 2.5}, {"b", false}, {"s", std::string("tanh")},
+             {"li", std::vector<std::int64_t>{1, -2, 1LL << 40}}, {"ld", std::vector<double>{}}};
+  e.table = {{-1, {1.0, 2.0}}, {70000, {}}};
+  e.tensor = Tensor::from_vector<std::int32_t>({1, -2, 3, 1 << 30, -(1 << 30), 0}, {2, 3});
+  e.point = std::make_shared<Point>(Point{3, -4});
+
+  const auto bytes = serialize(e);
+  auto back = deserialize<Everything>(bytes);
+  REQUIRE(back.ok());
+  CHECK(assert_structural_equal(e, *back).ok());
+  CHECK(std::signbit(back->f));
+  std::uint64_t bits_in = 0, bits_out = 0;
+  std::memcpy(&bits_in, &e.d, 8);
+  std::memcpy(&bits_out, &back->d, 8);
+  CHECK(bits_in == bits_out);  // the NaN payload survives
+  CHECK(!back->empty_tensor.defined());
+  CHECK(back->tensor.to_vector<std::int32_t>() == e.tensor.to_vector<std::int32_t>());
+  // Restored tensors own aligned storage.
+  CHECK(reinterpret_cast<std::uintptr_t>(back->tensor.raw_data()) % BufferStorage::alignment == 0);
+}
+
+TEST_CASE("the bytes are MessagePack as documented (decoded by msgpack-cxx)") {
+  Pair p;
+  p.a = std::make_shared<Point>(Point{1, 2});
+  p.b = p.a;
+  const auto bytes = serialize(p);
+  auto handle = decode(bytes);
+  const msgpack::object& doc = handle.get();
+  REQUIRE(doc.type == msgpack::type::MAP);
+  CHECK(doc.via.map.size == 4);
+  CHECK(doc.via.map.ptr[0].key.as<std::string>() == "format");
+  CHECK(doc.via.map.ptr[0].val.as<std::string>() == "rml-msgpack");
+  CHECK(doc.via.map.ptr[1].key.as<std::string>() == "version");
+  CHECK(doc.via.map.ptr[1].val.as<std::vector<int>>() == std::vector<int>{1, 0});
+  CHECK(find_key(doc, "type")->as<std::string>() == "Pair");
+  const msgpack::object& root = *find_key(doc, "root");
+  const msgpack::object& a = *find_key(root, "a");
+  CHECK(find_key(a, "id")->as<int>() == 0);
+  CHECK(find_key(a, "type")->as<std::string>() == "Point");
+  const msgpack::object& fields = *find_key(a, "fields");
+  CHECK(find_key(fields, "x")->as<int>() == 1);
+  CHECK(find_key(fields, "y")->as<int>() == 2);
+  const msgpack::object& b = *find_key(root, "b");
+  CHECK(b.via.map.size == 1);
+  CHECK(find_key(b, "ref")->as<int>() == 0);
+}
+
+TEST_CASE("a document packed by msgpack-cxx (keys reordered, unknown keys, wide integers) reads") {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(5);
+  pk.pack("format").pack("rml-msgpack");
+  pk.pack("version").pack_array(3).pack(1).pack(7).pack("future");  // newer minor, extra element
+  pk.pack("comment").pack_map(1).pack("nested").pack_array(2).pack(1.5).pack_nil();
+  pk.pack("root");
+  pk.pack_map(3);
+  pk.pack("layers").pack_array(1);
+  pk.pack_map(3).pack("width").pack(std::uint64_t{128}).pack("unknown").pack_bin(3).pack_bin_body("abc", 3);
+  pk.pack("name").pack("fc1");
+  pk.pack("name").pack("mlp");
+  pk.pack("metadata").pack_map(1).pack("k").pack("v");
+  pk.pack("type").pack("Model");
+  const std::vector<std::uint8_t> bytes(buf.data(), buf.data() + buf.size());
+  auto m = deserialize<v2::Model>(bytes);
+  REQUIRE_MESSAGE(m.ok(), m.error().to_string());
+  CHECK(m->name == "mlp");
+  REQUIRE(m->layers.size() == 1);
+  CHECK(m->layers[0].name == "fc1");
+  CHECK(m->layers[0].width == 128);
+  CHECK(m->layers[0].dropout == 0.5);  // missing: the default
+  CHECK(!m->layers[0].activation);
+  CHECK(m->metadata.at("k") == "v");
+}
+
+TEST_CASE("graphs round-trip with bit-identical weights, in memory and through files") {
+  const GraphDef def = sample_graph();
+  const Graph g(def);
+  const auto bytes = serialize(g);
+  auto back = deserialize<Graph>(bytes);
+  REQUIRE_MESSAGE(back.ok(), back.error().to_string());
+  CHECK(assert_structural_equal(g, *back).ok());
+  const auto& c = back->def().constants;
+  REQUIRE(c.size() == 3);
+  CHECK(std::memcmp(c[0].data.raw_data(), def.constants[0].data.raw_data(), 64) == 0);
+  CHECK(c[2].data.to_vector<std::int32_t>() == std::vector<std::int32_t>{0, -1, 7});
+  CHECK(c[2].inline_data);
+  // Tied weights come back tied.
+  CHECK(c[0].data.storage() == c[1].data.storage());
+  // GraphDef and Graph write the same document.
+  CHECK(serialize(def) == bytes);
+
+  const auto path = temp_path("sample.rmlpack");
+  REQUIRE(serialize_to_file(g, path).ok());
+  auto from_file = deserialize_from_file<Graph>(path);
+  REQUIRE_MESSAGE(from_file.ok(), from_file.error().to_string());
+  CHECK(assert_structural_equal(g, *from_file).ok());
+  CHECK(std::filesystem::file_size(path) == bytes.size());
+
+  auto missing = deserialize_from_file<Graph>(temp_path("nope.rmlpack"));
+  CHECK(missing.error().code() == Code::not_found);
+  CHECK(missing.error().message().find("nope.rmlpack") != std::string::npos);
+  CHECK(serialize_to_file(g, temp_path("no_dir") / "x.rmlpack").code() == Code::invalid_argument);
+}
+
+TEST_CASE("tensor storage shared by several tensors is written once and shared again") {
+  const auto tied = serialize(sample_graph(true));
+  const auto untied = serialize(sample_graph(false));
+  CHECK(untied.size() - tied.size() >= 64);  // the second copy of the 4x4 f32 weight
+  auto back = deserialize<GraphDef>(untied);
+  REQUIRE(back.ok());
+  CHECK(back->constants[0].data.storage() != back->constants[1].data.storage());
+
+  // Views at different offsets of one storage are distinct data; the same view twice is one.
+  const Tensor base = Tensor::from_vector<float>({1, 2, 3, 4}, {4});
+  GraphDef g;
+  g.values = {{"a", {DType::f32, {2}}}, {"b", {DType::f32, {2}}}, {"c", {DType::f32, {2}}}};
+  g.constants = {{0, "a", Tensor::view({DType::f32, {2}}, base.storage(), 0), false},
+                 {1, "b", Tensor::view({DType::f32, {2}}, base.storage(), 8), false},
+                 {2, "c", Tensor::view({DType::f32, {2}}, base.storage(), 8), false}};
+  auto views = deserialize<GraphDef>(serialize(g));
+  REQUIRE(views.ok());
+  CHECK(views->constants[0].data.to_vector<float>() == std::vector<float>{1, 2});
+  CHECK(views->constants[1].data.to_vector<float>() == std::vector<float>{3, 4});
+  CHECK(views->constants[0].data.storage() != views->constants[1].data.storage());
+  CHECK(views->constants[1].data.storage() == views->constants[2].data.storage());
+}
+
+TEST_CASE("objects held by shared_ptr are written once and restored as one object") {
+  Pair shared;
+  shared.a = std::make_shared<Point>(Point{5, 6});
+  shared.b = shared.a;
+  Pair separate;
+  separate.a = std::make_shared<Point>(Point{5, 6});
+  separate.b = std::make_shared<Point>(Point{5, 6});
+  const auto shared_bytes = serialize(shared);
+  const auto separate_bytes = serialize(separate);
+  CHECK(shared_bytes.size() < separate_bytes.size());
+
+  auto restored = deserialize<Pair>(shared_bytes);
+  REQUIRE(restored.ok());
+  CHECK(restored->a.get() == restored->b.get());
+  CHECK(restored->a->x == 5);
+  auto apart = deserialize<Pair>(separate_bytes);
+  REQUIRE(apart.ok());
+  CHECK(apart->a.get() != apart->b.get());
+  CHECK(structural_equal(*restored, *apart));
+
+  Pair nulls;
+  auto none = deserialize<Pair>(serialize(nulls));
+  REQUIRE(none.ok());
+  CHECK(!none->a);
+  CHECK(!none->b);
+}
+
+TEST_CASE("polymorphic objects come back through the type registry") {
+  auto x = std::make_shared<Const>();
+  x->label = "x";
+  x->value = 2.5;
+  auto sum = std::make_shared<Add>();
+  sum->label = "x+x";
+  sum->lhs = x;
+  sum->rhs = x;
+  Program p;
+  p.roots = {sum, x, nullptr};
+
+  auto back = deserialize<Program>(serialize(p));
+  REQUIRE_MESSAGE(back.ok(), back.error().to_string());
+  REQUIRE(back->roots.size() == 3);
+  auto* add = dynamic_cast<Add*>(back->roots[0].get());
+  REQUIRE(add != nullptr);
+  CHECK(add->label == "x+x");
+  CHECK(add->lhs.get() == add->rhs.get());  // pointer sharing preserved
+  CHECK(add->lhs.get() == back->roots[1].get());
+  auto* c = dynamic_cast<Const*>(add->lhs.get());
+  REQUIRE(c != nullptr);
+  CHECK(c->value == 2.5);
+  CHECK(c->label == "x");
+  CHECK(!back->roots[2]);
+
+  // An unregistered dynamic type cannot be written; the file API turns that into a status.
+  Program bad;
+  bad.roots = {std::make_shared<Unregistered>()};
+  CHECK_THROWS_AS((void)serialize(bad), Error);
+  CHECK(serialize_to_file(bad, temp_path("bad.rmlpack")).code() == Code::failed_precondition);
+}
+
+TEST_CASE("registering a type is one line and a name a reader does not know is refused by name") {
+  // A document naming "Mul", a type this program never registered.
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(4).pack("format").pack("rml-msgpack").pack("version").pack_array(2).pack(1).pack(0);
+  pk.pack("type").pack("Program").pack("root").pack_map(1).pack("roots").pack_array(1);
+  pk.pack_map(3).pack("id").pack(0).pack("type").pack("Mul").pack("fields").pack_map(0);
+  auto r = deserialize<Program>(std::span(reinterpret_cast<const std::uint8_t*>(buf.data()), buf.size()));
+  REQUIRE(!r.ok());
+  CHECK(r.error().code() == Code::invalid_argument);
+  CHECK(r.error().message().find("roots[0]: unknown type name \"Mul\"") != std::string::npos);
+}
+
+TEST_CASE("a Link chain nests through shared objects up to the depth bound") {
+  auto make_chain = [](int n) {
+    Link head;
+    std::shared_ptr<Link>* tail = &head.next;
+    for (int i = 0; i < n; ++i) {
+      *tail = std::make_shared<Link>();
+      (*tail)->value = i;
+      tail = &(*tail)->next;
+    }
+    return head;
+  };
+  auto shallow = deserialize<Link>(serialize(make_chain(100)));
+  REQUIRE(shallow.ok());
+  CHECK(shallow->next->next->value == 1);
+  auto deep = deserialize<Link>(serialize(make_chain(300)));
+  REQUIRE(!deep.ok());
+  CHECK(deep.error().code() == Code::data_loss);
+  CHECK(deep.error().message().find("nesting deeper than 256") != std::string::npos);
+}

@@ -1,0 +1,181 @@
+// Test types for the serialization tests: plain, shared, polymorphic, and two schema versions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "rml/core/reflect.hpp"
+#include "rml/ir/graph.hpp"
+#include "rml/serial/registry.hpp"
+
+namespace serial_test {
+
+struct Point {
+  std::int32_t x = 0;
+  std::int32_t y = 0;
+  static constexpr auto fields() { return std::tuple{rml::field("x", &Point::x), rml::field("y", &Point::y)}; }
+};
+
+// Two pointers that may share one object.
+struct Pair {
+  std::shared_ptr<Point> a;
+  std::shared_ptr<Point> b;
+  static constexpr auto fields() { return std::tuple{rml::field("a", &Pair::a), rml::field("b", &Pair::b)}; }
+};
+
+// A linked list: nesting through shared objects.
+struct Link {
+  std::int64_t value = 0;
+  std::shared_ptr<Link> next;
+  static constexpr auto fields() { return std::tuple{rml::field("value", &Link::value), rml::field("next", &Link::next)}; }
+};
+
+// A small polymorphic expression tree, restored through the registry.
+struct Expr {
+  virtual ~Expr() = default;
+  std::string label;
+  static constexpr auto fields() { return std::tuple{rml::field("label", &Expr::label)}; }
+};
+struct Const : Expr {
+  double value = 0;
+  static constexpr auto fields() { return std::tuple_cat(Expr::fields(), std::tuple{rml::field("value", &Const::value)}); }
+};
+struct Add : Expr {
+  std::shared_ptr<Expr> lhs;
+  std::shared_ptr<Expr> rhs;
+  static constexpr auto fields() {
+    return std::tuple_cat(Expr::fields(), std::tuple{rml::field("lhs", &Add::lhs), rml::field("rhs", &Add::rhs)});
+  }
+};
+struct Unregistered : Expr {
+  std::int32_t secret = 0;
+  static constexpr auto fields() {
+    return std::tuple_cat(Expr::fields(), std::tuple{rml::field("secret", &Unregistered::secret)});
+  }
+};
+struct Program {
+  std::vector<std::shared_ptr<Expr>> roots;
+  static constexpr auto fields() { return std::tuple{rml::field("roots", &Program::roots)}; }
+};
+
+RML_REGISTER_TYPE(Const, Expr);
+RML_REGISTER_TYPE(Add, Expr);
+
+// Every field category at once.
+struct Everything {
+  bool flag = false;
+  std::int8_t i8 = 0;
+  std::uint64_t u64 = 0;
+  std::int64_t i64 = 0;
+  float f = 0;
+  double d = 0;
+  rml::DType dtype = rml::DType::f32;
+  std::string text;
+  std::vector<std::string> words;
+  std::vector<std::uint8_t> blob;
+  std::vector<bool> bits;
+  std::optional<rml::Origin> origin;
+  std::map<std::string, rml::AttrValue, std::less<>> attrs;
+  std::map<std::int32_t, std::vector<double>> table;
+  rml::Tensor tensor;
+  rml::Tensor empty_tensor;
+  std::shared_ptr<Point> point;
+  static constexpr auto fields() {
+    return std::tuple{rml::field("flag", &Everything::flag),     rml::field("i8", &Everything::i8),
+                      rml::field("u64", &Everything::u64),       rml::field("i64", &Everything::i64),
+                      rml::field("f", &Everything::f),           rml::field("d", &Everything::d),
+                      rml::field("dtype", &Everything::dtype),   rml::field("text", &Everything::text),
+                      rml::field("words", &Everything::words),   rml::field("blob", &Everything::blob),
+                      rml::field("bits", &Everything::bits),     rml::field("origin", &Everything::origin),
+                      rml::field("attrs", &Everything::attrs),   rml::field("table", &Everything::table),
+                      rml::field("tensor", &Everything::tensor), rml::field("empty_tensor", &Everything::empty_tensor),
+                      rml::field("point", &Everything::point)};
+  }
+};
+
+// Schema evolution: version 1 of a model description, and version 2 that added fields (and
+// nothing else: no serialization code changes).
+namespace v1 {
+struct Layer {
+  std::string name;
+  std::int64_t width = 0;
+  static constexpr auto fields() { return std::tuple{rml::field("name", &Layer::name), rml::field("width", &Layer::width)}; }
+};
+struct Model {
+  std::string name;
+  std::vector<Layer> layers;
+  static constexpr auto fields() { return std::tuple{rml::field("name", &Model::name), rml::field("layers", &Model::layers)}; }
+};
+}  // namespace v1
+
+namespace v2 {
+struct Layer {
+  std::string name;
+  std::optional<std::string> activation;  // added in v2, between old fields
+  std::int64_t width = 0;
+  double dropout = 0.5;  // added in v2, with a default
+  static constexpr auto fields() {
+    return std::tuple{rml::field("name", &Layer::name), rml::field("activation", &Layer::activation),
+                      rml::field("width", &Layer::width), rml::field("dropout", &Layer::dropout)};
+  }
+};
+struct Model {
+  std::string name;
+  std::vector<Layer> layers;
+  std::map<std::string, std::string> metadata;  // added in v2
+  static constexpr auto fields() {
+    return std::tuple{rml::field("name", &Model::name), rml::field("layers", &Model::layers),
+                      rml::field("metadata", &Model::metadata)};
+  }
+};
+}  // namespace v2
+
+/// A graph with every IR feature: attributes of every kind, origins, devices, tied weights, metadata.
+/// `tied` makes the two weight constants share one tensor (else the second is a copy).
+inline rml::GraphDef sample_graph(bool tied = true) {
+  using namespace rml;
+  GraphDef g;
+  g.name = "sample";
+  g.producer = "rml tests";
+  g.values = {{"x", {DType::f32, {2, 4}}},   {"w", {DType::f32, {4, 4}}},  {"w_tied", {DType::f32, {4, 4}}},
+              {"h", {DType::f32, {2, 4}}},   {"h2", {DType::f32, {2, 4}}}, {"idx", {DType::i32, {3}}},
+              {"y", {DType::f32, {2, 4}}}};
+  g.inputs = {0};
+  g.outputs = {6};
+  std::vector<float> w(16);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = 0.25f * static_cast<float>(i) - 1.5f;
+  w[3] = -0.0f;
+  w[5] = 1e-42f;  // subnormal
+  Tensor wt = Tensor::from_vector(w, {4, 4});
+  g.constants.push_back({1, "w", wt, false});
+  g.constants.push_back({2, "w_tied", tied ? wt : wt.clone(), false});
+  g.constants.push_back({5, "", Tensor::from_vector<std::int32_t>({0, -1, 7}, {3}), true});
+  NodeDef mm;
+  mm.op = "matmul";
+  mm.inputs = {0, 1};
+  mm.outputs = {3};
+  mm.name = "layers.0.mm";
+  mm.origin = Origin{"layers.0", "model.py", 41};
+  NodeDef mm2 = mm;
+  mm2.inputs = {3, 2};
+  mm2.outputs = {4};
+  mm2.name = "layers.1.mm";
+  mm2.device = Device::cpu(1);
+  NodeDef act;
+  act.op = "gelu";
+  act.inputs = {4};
+  act.outputs = {6};
+  act.attrs = {{"approximate", std::string("tanh")}, {"axis", std::int64_t{-1}},  {"eps", 1e-5},
+               {"keepdims", true},                   {"perm", std::vector<std::int64_t>{1, 0}},
+               {"scales", std::vector<double>{0.5, -2.25}}};
+  g.nodes = {mm, mm2, act};
+  g.metadata = {{"license", "MIT"}, {"source", "hand-built"}};
+  return g;
+}
+
+}  // namespace serial_test
