@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <variant>
@@ -18,6 +19,7 @@
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
 #include "rml/ir/device.hpp"
+#include "rml/ir/ops.hpp"
 
 namespace rml {
 
@@ -137,8 +139,23 @@ struct GraphBody {
 
 }  // namespace detail
 
+/// What a Node view stands for: a graph input, or an operator.
+enum class NodeKind : std::uint8_t { input, op };
+
+class Node;
+class Value;
+class Edge;
+
+namespace detail {
+/// Implements Graph's editing members; defined in rml/edit/edit.hpp (included by rml/rml.hpp).
+/// The members below are templates over it, so a program that calls one without including the
+/// edit headers fails to compile naming this type, instead of failing to link.
+struct GraphEditor;
+}  // namespace detail
+
 /// A graph: what load_graph and trace return, and what merge, split, extract, optimize,
-/// finalize and run work on. Copying a graph copies its structure and shares its weights.
+/// finalize and run work on. Copying a graph copies its structure and shares its weights; views
+/// (Node, Value, Edge) taken into a graph stop working once it is consumed, destroyed or assigned over.
 class Graph {
  public:
   Graph() : body_(std::make_shared<detail::GraphBody>()) {}
@@ -165,9 +182,77 @@ class Graph {
   }
   [[nodiscard]] const std::string& name() const noexcept { return def().name; }
   [[nodiscard]] bool finalized() const noexcept { return body()->finalized; }
-  /// True once merge, split or extract consumed this graph.
+  /// True once merge, split or extract consumed this graph (it is then empty).
   [[nodiscard]] bool consumed() const noexcept { return !body()->consumed_by.empty(); }
   [[nodiscard]] const Device& device() const noexcept { return body()->device; }
+
+  // ---- views (rml/ir/views.hpp) ----
+
+  /// Graph inputs first (NodeKind::input, named after the input), then operators in order.
+  [[nodiscard]] std::vector<Node> nodes() const;
+  /// The node called `name` (an input's name, an operator's name or its `<OpCode>_<i>`);
+  /// NOT_FOUND when there is none.
+  [[nodiscard]] Result<Node> node(std::string_view name) const;
+  /// The operators of one op code, in order.
+  [[nodiscard]] std::vector<Node> find_nodes(OpCode code) const;
+  /// Every value: inputs, constants and node outputs, by id.
+  [[nodiscard]] std::vector<Value> values() const;
+  /// The value called `name` (its own name or `<node>_<port>`); NOT_FOUND when there is none.
+  [[nodiscard]] Result<Value> value(std::string_view name) const;
+  /// One edge per operator input that reads a graph input or another operator's output.
+  [[nodiscard]] std::vector<Edge> edges() const;
+  [[nodiscard]] std::vector<std::string> input_names() const;
+  [[nodiscard]] std::vector<std::string> output_names() const;
+
+  // ---- placement ----
+
+  /// Places the whole graph (every node) on `device`. FAILED_PRECONDITION once finalized.
+  Status to(const Device& device) {
+    if (finalized()) return failed_precondition("to: the graph is finalized; place it before finalize()");
+    ensure_body();
+    body_->device = device;
+    for (NodeDef& n : body_->def.nodes) n.device = device;
+    return {};
+  }
+
+  // ---- editing and running (defined in rml/edit/) ----
+
+  // The return types are deduced so that they are only needed once rml/edit is included.
+
+  /// `Result<ValueCut>`: the cheapest cut through values (rml/edit/cut.hpp). INVALID_ARGUMENT
+  /// when the graph has fewer than two operators or the options admit no cut.
+  template <typename E = detail::GraphEditor>
+  auto min_value_cut() const {
+    return E::min_value_cut(*this);
+  }
+  template <typename E = detail::GraphEditor, typename Options>
+  auto min_value_cut(const Options& options) const {
+    return E::min_value_cut(*this, options);
+  }
+  /// `Result<std::vector<Rename>>`: merges `second` into this graph, feeding each `io_map` pair's
+  /// output of this graph into the named input of `second` (rml/edit/merge.hpp). Consumes
+  /// `second`; returns the names of `second` it changed.
+  template <typename E = detail::GraphEditor>
+  auto merge(Graph& second, const std::vector<std::pair<std::string, std::string>>& io_map = {}) {
+    return E::merge_into(*this, second, io_map);
+  }
+  /// `Status`: dead code, constant folding, CSE, identity removal and fusion-friendly rewrites
+  /// (rml/edit/optimize.hpp). FAILED_PRECONDITION once finalized.
+  template <typename E = detail::GraphEditor>
+  auto optimize() {
+    return E::optimize(*this);
+  }
+  /// `Status`: type-checks and compiles the graph for run(); merge, split and extract refuse it
+  /// afterwards (rml/edit/run.hpp).
+  template <typename E = detail::GraphEditor>
+  auto finalize() {
+    return E::finalize(*this);
+  }
+  /// `Result<std::vector<Tensor>>`: runs a finalized graph. FAILED_PRECONDITION before finalize().
+  template <typename E = detail::GraphEditor>
+  auto run(const std::vector<Tensor>& inputs) const {
+    return E::run(*this, inputs);
+  }
 
   // For rml/edit and rml/exec: the shared body that views track.
   [[nodiscard]] const std::shared_ptr<detail::GraphBody>& body_ptr() {
@@ -177,6 +262,8 @@ class Graph {
   [[nodiscard]] std::shared_ptr<const detail::GraphBody> body_ptr() const noexcept { return body_; }
 
  private:
+  friend struct detail::GraphEditor;
+
   [[nodiscard]] const detail::GraphBody* body() const noexcept {
     static const detail::GraphBody empty;
     return body_ ? body_.get() : &empty;
@@ -189,3 +276,6 @@ class Graph {
 };
 
 }  // namespace rml
+
+// The view classes need Graph complete; they define Graph's view members.
+#include "rml/ir/views.hpp"

@@ -1,0 +1,273 @@
+// min_value_cut: the cut through a graph's values that hands the fewest bytes from the operators
+// before it to those after it, by max-flow / min-cut.
+//
+// The network. Every graph input and operator is a vertex; so is every value an operator reads
+// (constants aside: each side keeps the weights it reads, so they never cross). For a value v
+// produced by p and read by c1..ck:
+//     p -> v     capacity bytes(v)     (cut when p is before and some reader after: counted once)
+//     v -> ci    infinite              (v cannot be "before" while a reader is after ...)
+//     ci -> p    infinite              (... and no reader before while its producer is after)
+// A finite cut is then exactly a down-closed set of operators (the source side) and its cost the
+// bytes of the values it hands over. Both sides must hold an operator: with m1 the first operator
+// that reads no other operator's output, every admissible cut either puts m1 before (and then
+// some operator nobody reads after) or after (and some other such first operator before), so
+// the minimum over those forced pairs is the exact answer. Ties go to the first pair in that
+// order and, within a pair, to the smallest source side.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "rml/core/status.hpp"
+#include "rml/edit/detail/common.hpp"
+#include "rml/edit/detail/maxflow.hpp"
+#include "rml/ir/graph.hpp"
+
+namespace rml {
+
+/// Bounds on the share of the graph's estimated FLOPs computed before the cut, for balanced
+/// two-stage pipelines. The defaults bound nothing.
+struct CutOptions {
+  double min_flops_before = 0.0;
+  double max_flops_before = 1.0;
+};
+
+/// A cut: the values the operators before it hand to those after it.
+struct ValueCut {
+  /// The crossing values, by id (graph inputs that operators on both sides read included).
+  std::vector<Value> values;
+  /// Their total size.
+  std::uint64_t bytes = 0;
+  /// The operators before the cut, in graph order.
+  std::vector<Node> before;
+  /// The share of the estimated FLOPs before the cut.
+  double flops_before = 0.0;
+  /// False when CutOptions bounds excluded the unconstrained optimum and the cut is the best
+  /// topological-prefix cut within them instead (then not guaranteed minimal).
+  bool exact = true;
+};
+
+namespace detail {
+
+/// Estimated floating-point operations of one operator, from the recorded types.
+inline double estimate_flops(const GraphDef& def, const NodeDef& n) {
+  const auto numel = [&](ValueId v) {
+    return v < def.values.size() ? static_cast<double>(def.values[v].type.shape.numel()) : 0.0;
+  };
+  const double out = n.outputs.empty() ? 0.0 : numel(n.outputs[0]);
+  const auto dims = [&](std::size_t input) -> const std::vector<std::int64_t>& {
+    static const std::vector<std::int64_t> none;
+    return input < n.inputs.size() && n.inputs[input] < def.values.size() ? def.values[n.inputs[input]].type.shape.dims()
+                                                                         : none;
+  };
+  switch (node_op_code(n)) {
+    case OpCode::MatMul: {
+      const auto& a = dims(0);
+      return 2.0 * out * static_cast<double>(a.empty() ? 1 : a.back());
+    }
+    case OpCode::Conv2d: {
+      const auto& w = dims(1);
+      return w.size() == 4 ? 2.0 * out * static_cast<double>(w[1] * w[2] * w[3]) : out;
+    }
+    case OpCode::MaxPool2d:
+    case OpCode::AvgPool2d:
+    case OpCode::Sum:
+    case OpCode::Mean:
+    case OpCode::Max:
+    case OpCode::Min:
+    case OpCode::Softmax:
+    case OpCode::ArgMax: return std::max(out, n.inputs.empty() ? 0.0 : numel(n.inputs[0]));
+    default: return out;
+  }
+}
+
+/// Bytes crossing when `before[i]` says which operators come first: values produced before and
+/// read after, and graph inputs read on both sides. Constants never cross.
+inline std::uint64_t crossing_bytes(const GraphDef& def, const std::vector<bool>& before,
+                                    std::vector<ValueId>* crossing = nullptr) {
+  const auto src = value_sources(def);
+  const auto readers = value_readers(def);
+  std::uint64_t bytes = 0;
+  for (ValueId v = 0; v < def.values.size(); ++v) {
+    bool read_before = false, read_after = false;
+    for (std::uint32_t r : readers[v]) (before[r] ? read_before : read_after) = true;
+    bool crosses = false;
+    if (src[v].kind == ValueSource::Kind::node) crosses = before[src[v].index] && read_after;
+    if (src[v].kind == ValueSource::Kind::input) crosses = read_before && read_after;
+    if (!crosses) continue;
+    bytes += static_cast<std::uint64_t>(def.values[v].type.checked_nbytes().value_or(0));
+    if (crossing) crossing->push_back(v);
+  }
+  return bytes;
+}
+
+/// The exact minimum over down-closed operator sets with at least one operator on each side.
+/// Returns the before-set, or nothing when the graph has fewer than two operators.
+inline std::vector<bool> min_cut_partition(const GraphDef& def) {
+  const auto n_inputs = static_cast<std::uint32_t>(def.inputs.size());
+  const auto n_ops = static_cast<std::uint32_t>(def.nodes.size());
+  const auto src = value_sources(def);
+  const auto readers = value_readers(def);
+  // Vertex numbering: 0 = source, 1 = sink, then inputs, then operators, then read values.
+  const auto input_vertex = [&](std::uint32_t i) { return 2 + i; };
+  const auto op_vertex = [&](std::uint32_t n) { return 2 + n_inputs + n; };
+  std::vector<std::uint32_t> value_vertex(def.values.size(), 0);
+  std::uint32_t vertices = 2 + n_inputs + n_ops;
+  FlowNetwork::Cap finite = 0;
+  for (ValueId v = 0; v < def.values.size(); ++v) {
+    if (readers[v].empty() || (src[v].kind != ValueSource::Kind::node && src[v].kind != ValueSource::Kind::input))
+      continue;
+    value_vertex[v] = vertices++;
+    finite = std::min<FlowNetwork::Cap>(finite + def.values[v].type.checked_nbytes().value_or(0),
+                                        std::numeric_limits<FlowNetwork::Cap>::max() / 4);
+  }
+  const FlowNetwork::Cap inf = finite + 1;
+  FlowNetwork net(vertices);
+  for (ValueId v = 0; v < def.values.size(); ++v) {
+    if (value_vertex[v] == 0) continue;
+    const std::uint32_t p = src[v].kind == ValueSource::Kind::node ? op_vertex(src[v].index) : input_vertex(src[v].index);
+    net.add_edge(p, value_vertex[v], def.values[v].type.checked_nbytes().value_or(0));
+    for (std::uint32_t r : readers[v]) {
+      net.add_edge(value_vertex[v], op_vertex(r), inf);
+      net.add_edge(op_vertex(r), p, inf);
+    }
+  }
+  // First operators (reading no operator's output) and last ones (read by no operator).
+  std::vector<bool> has_op_input(n_ops, false), has_op_reader(n_ops, false);
+  for (std::uint32_t n = 0; n < n_ops; ++n) {
+    for (ValueId v : def.nodes[n].inputs) {
+      if (v < src.size() && src[v].kind == ValueSource::Kind::node) {
+        has_op_input[n] = true;
+        has_op_reader[src[v].index] = true;
+      }
+    }
+  }
+  std::vector<std::uint32_t> firsts, lasts;
+  for (std::uint32_t n = 0; n < n_ops; ++n) {
+    if (!has_op_input[n]) firsts.push_back(n);
+    if (!has_op_reader[n]) lasts.push_back(n);
+  }
+  std::vector<bool> best;
+  if (n_ops < 2) return best;
+  const std::uint32_t m1 = firsts.front();  // a DAG has one
+  constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::uint32_t> source_edge(n_ops, kNone), sink_edge(n_ops, kNone);
+  for (std::uint32_t n : firsts) source_edge[n] = net.add_edge(0, op_vertex(n), 0);
+  for (std::uint32_t n : lasts) sink_edge[n] = net.add_edge(op_vertex(n), 1, 0);
+  if (sink_edge[m1] == kNone) sink_edge[m1] = net.add_edge(op_vertex(m1), 1, 0);
+  net.save();
+
+  FlowNetwork::Cap best_cost = std::numeric_limits<FlowNetwork::Cap>::max();
+  const auto try_pair = [&](std::uint32_t before_op, std::uint32_t after_op) {
+    if (before_op == after_op) return;
+    net.reset();
+    net.set_capacity(source_edge[before_op], inf);
+    net.set_capacity(sink_edge[after_op], inf);
+    const FlowNetwork::Cap cost = net.max_flow(0, 1, best_cost);
+    if (cost >= best_cost) return;
+    best_cost = cost;
+    const auto side = net.source_side(0);
+    best.assign(n_ops, false);
+    for (std::uint32_t n = 0; n < n_ops; ++n) best[n] = side[op_vertex(n)];
+  };
+  for (std::uint32_t last : lasts) try_pair(m1, last);
+  for (std::size_t i = 1; i < firsts.size(); ++i) try_pair(firsts[i], m1);
+  return best;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+/// The cheapest prefix of the operator order (always down-closed) whose FLOPs share lies in
+/// [lo, hi]; empty when none does. Linear: crossing bytes are updated as each operator moves before.
+inline std::vector<bool> best_prefix_cut(const GraphDef& def, const std::vector<double>& flops, double total, double lo,
+                                         double hi) {
+  const auto src = value_sources(def);
+  const auto readers = value_readers(def);
+  const std::size_t n_ops = def.nodes.size();
+  std::vector<std::uint32_t> after_readers(def.values.size()), before_readers(def.values.size(), 0);
+  for (ValueId v = 0; v < def.values.size(); ++v) after_readers[v] = static_cast<std::uint32_t>(readers[v].size());
+  const auto bytes = [&](ValueId v) { return static_cast<std::int64_t>(def.values[v].type.checked_nbytes().value_or(0)); };
+  const auto crosses = [&](ValueId v, const std::vector<bool>& before) {
+    if (src[v].kind == ValueSource::Kind::node) return before[src[v].index] && after_readers[v] > 0;
+    if (src[v].kind == ValueSource::Kind::input) return before_readers[v] > 0 && after_readers[v] > 0;
+    return false;
+  };
+  std::vector<bool> before(n_ops, false), best;
+  std::int64_t cost = 0, best_cost = std::numeric_limits<std::int64_t>::max();
+  double done = 0;
+  for (std::size_t k = 0; k + 1 < n_ops; ++k) {
+    const NodeDef& n = def.nodes[k];
+    // Remove the terms of every value this operator touches, move it, add them back.
+    std::vector<ValueId> touched(n.inputs.begin(), n.inputs.end());
+    touched.insert(touched.end(), n.outputs.begin(), n.outputs.end());
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (ValueId v : touched)
+      if (crosses(v, before)) cost -= bytes(v);
+    before[k] = true;
+    for (ValueId v : touched) {
+      if (std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end()) --after_readers[v], ++before_readers[v];
+    }
+    for (ValueId v : touched)
+      if (crosses(v, before)) cost += bytes(v);
+    done += flops[k];
+    const double share = total > 0 ? done / total : 0.0;
+    if (share >= lo && share <= hi && cost < best_cost) best_cost = cost, best = before;
+  }
+  return best;
+}
+
+}  // namespace detail
+
+/// The cut through values that hands the fewest bytes from the operators before it to those after
+/// it; both sides hold at least one operator, a value read by several later operators counts
+/// once, constants never cross. Exact (max-flow / min-cut), deterministic on ties.
+///
+/// Errors: INVALID_ARGUMENT when the graph is malformed, has fewer than two operators, the
+/// options are not 0 <= min_flops_before <= max_flops_before <= 1, or no cut meets them.
+inline Result<ValueCut> min_value_cut(const Graph& graph, const CutOptions& options = {}) {
+  const GraphDef& def = graph.def();
+  RML_RETURN_IF_ERROR(detail::check_structure(def, "min_value_cut"));
+  if (def.nodes.size() < 2)
+    return invalid_argument("min_value_cut: the graph has " + std::to_string(def.nodes.size()) +
+                            " operators; a cut needs one on each side");
+  if (!(options.min_flops_before >= 0.0 && options.min_flops_before <= options.max_flops_before &&
+        options.max_flops_before <= 1.0))
+    return invalid_argument("min_value_cut: CutOptions must satisfy 0 <= min_flops_before <= max_flops_before <= 1");
+  std::vector<double> flops(def.nodes.size());
+  double total = 0;
+  for (std::size_t i = 0; i < def.nodes.size(); ++i) total += flops[i] = detail::estimate_flops(def, def.nodes[i]);
+  const auto share_of = [&](const std::vector<bool>& before) {
+    double s = 0;
+    for (std::size_t i = 0; i < before.size(); ++i)
+      if (before[i]) s += flops[i];
+    return total > 0 ? s / total : 0.0;
+  };
+  ValueCut cut;
+  std::vector<bool> before = detail::min_cut_partition(def);
+  double share = share_of(before);
+  if (share < options.min_flops_before || share > options.max_flops_before) {
+    before = detail::best_prefix_cut(def, flops, total, options.min_flops_before, options.max_flops_before);
+    if (before.empty())
+      return invalid_argument("min_value_cut: no cut puts between " + std::to_string(options.min_flops_before) +
+                              " and " + std::to_string(options.max_flops_before) + " of the FLOPs before it");
+    share = share_of(before);
+    cut.exact = false;
+  }
+  std::vector<ValueId> crossing;
+  cut.bytes = detail::crossing_bytes(def, before, &crossing);
+  cut.flops_before = share;
+  const auto body = graph.body_ptr();
+  const auto src = detail::value_sources(def);
+  for (ValueId v : crossing) cut.values.push_back(detail::ViewAccess::value(body, v, src[v]));
+  for (std::size_t i = 0; i < before.size(); ++i)
+    if (before[i]) cut.before.push_back(detail::ViewAccess::node(body, def.inputs.size() + i));
+  return cut;
+}
+
+}  // namespace rml
