@@ -48,7 +48,8 @@ class AttrReader {
 
   [[nodiscard]] std::int64_t get_int(std::string_view name) const {
     if (const AttrValue* v = find(name)) return std::get<std::int64_t>(*v);
-    return parse_ints(fallback(name)).at(0);
+    const auto v = parse_ints(fallback(name));
+    return v.empty() ? 0 : v[0];
   }
   [[nodiscard]] double get_float(std::string_view name) const {
     if (const AttrValue* v = find(name))
@@ -126,9 +127,10 @@ class AttrReader {
     auto it = attrs_->find(name);
     return it == attrs_->end() ? nullptr : &it->second;
   }
+  // A computed default (`strides` = kernel) is the op rule's business: the getters give 0 / empty.
   [[nodiscard]] std::string_view fallback(std::string_view name) const {
     const AttrSpec* spec = find_attr(op_, name);
-    return spec ? spec->fallback : std::string_view{};
+    return spec && !spec->computed ? spec->fallback : std::string_view{};
   }
 
   OpCode op_;

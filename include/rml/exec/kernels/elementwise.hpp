@@ -1,0 +1,172 @@
+// Elementwise kernels: unary ops (and fused chains of them), binary ops and where under
+// NumPy broadcasting without materialising the broadcast.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <span>
+
+#include "rml/exec/kernels/common.hpp"
+
+namespace rml::detail {
+
+inline constexpr float kSqrtHalf = 0.70710678118654752440f;
+inline constexpr float kSqrtTwoOverPi = 0.79788456080286535588f;
+
+/// y = op(x) over n floats; y may equal x. Vectorised through Eigen where Eigen has the function.
+inline void unary_apply(UnaryStep s, const float* x, float* y, std::int64_t n) {
+  ConstArrayMap a(x, n);
+  ArrayMap b(y, n);
+  switch (s.op) {
+    case OpCode::Neg: b = -a; return;
+    case OpCode::Abs: b = a.abs(); return;
+    case OpCode::Relu: b = a.max(0.0f); return;
+    case OpCode::Sigmoid: b = (1.0f + (-a).exp()).inverse(); return;
+    case OpCode::Tanh: b = a.tanh(); return;
+    case OpCode::Exp: b = a.exp(); return;
+    case OpCode::Log: b = a.log(); return;
+    case OpCode::Sqrt: b = a.sqrt(); return;
+    case OpCode::Rsqrt: b = a.sqrt().inverse(); return;
+    case OpCode::Reciprocal: b = a.inverse(); return;
+    case OpCode::Sin: b = a.sin(); return;
+    case OpCode::Cos: b = a.cos(); return;
+    case OpCode::Silu: b = a / (1.0f + (-a).exp()); return;
+    case OpCode::Erf:
+      for (std::int64_t i = 0; i < n; ++i) y[i] = std::erf(x[i]);
+      return;
+    case OpCode::Gelu:
+      if (s.gelu_tanh) {
+        b = 0.5f * a * (1.0f + (kSqrtTwoOverPi * (a + 0.044715f * a * a * a)).tanh());
+      } else {
+        for (std::int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kSqrtHalf));
+      }
+      return;
+    default: return;  // not unary: compile_op never plans it here
+  }
+}
+
+/// Applies a chain of unary ops block by block, so the data passes through memory once.
+inline void unary_chain(std::span<const UnaryStep> chain, const float* x, float* y, std::int64_t n) {
+  constexpr std::int64_t block = 2048;
+  for (std::int64_t b = 0; b < n; b += block) {
+    const std::int64_t len = std::min(block, n - b);
+    const float* src = x + b;
+    for (const UnaryStep& s : chain) {
+      unary_apply(s, src, y + b, len);
+      src = y + b;
+    }
+  }
+}
+
+template <OpCode Op, typename T>
+Status unary_kernel(const Kernel& k, const KernelArgs& a) {
+  const auto& p = k.as<UnaryPlan>();
+  const UnaryStep self{Op, p.gelu_tanh};
+  // A fused chain (see the executor) arrives as the epilogue; otherwise the op alone.
+  std::span<const UnaryStep> chain(&self, 1);
+  if (a.epilogue && !a.epilogue->chain.empty()) chain = a.epilogue->chain;
+  const float* x = in_ptr<float>(a, 0);
+  float* y = out_ptr<float>(a);
+  parallel_ranges(a.pool, p.n, 1 << 15,
+                  [&](std::int64_t b, std::int64_t e) { unary_chain(chain, x + b, y + b, e - b); });
+  return {};
+}
+
+/// `out = op(a, b)` over Eigen array expressions (maps or constants).
+template <OpCode Op>
+struct BinaryOp {
+  template <typename A, typename B>
+  static auto apply(const A& a, const B& b) {
+    if constexpr (Op == OpCode::Add) return a + b;
+    else if constexpr (Op == OpCode::Sub) return a - b;
+    else if constexpr (Op == OpCode::Mul) return a * b;
+    else if constexpr (Op == OpCode::Div) return a / b;
+    else if constexpr (Op == OpCode::Pow) return a.binaryExpr(b, [](float x, float y) { return std::pow(x, y); });
+    else if constexpr (Op == OpCode::Maximum) return a.binaryExpr(b, [](float x, float y) {
+      return std::isnan(x) || std::isnan(y) ? x + y : std::max(x, y);
+    });
+    else if constexpr (Op == OpCode::Minimum) return a.binaryExpr(b, [](float x, float y) {
+      return std::isnan(x) || std::isnan(y) ? x + y : std::min(x, y);
+    });
+    else if constexpr (Op == OpCode::Equal) return (a == b).template cast<float>();
+    else if constexpr (Op == OpCode::Less) return (a < b).template cast<float>();
+    else if constexpr (Op == OpCode::Greater) return (a > b).template cast<float>();
+    else static_assert(dependent_false<A>, "rml: no binary kernel for this op");
+  }
+};
+
+/// Walks the collapsed output dims except the last; calls `inner(offsets..., out_offset)` per row.
+template <std::size_t N, typename F>
+void for_each_row(const BroadcastPlan& p, std::int64_t row_begin, std::int64_t row_end, const F& inner) {
+  const std::size_t r = p.dims.size();
+  const std::int64_t len = p.dims.back();
+  std::array<std::int64_t, N> off{};
+  SmallIndex idx(r);
+  // Position at row_begin.
+  std::int64_t rem = row_begin;
+  for (std::size_t d = r - 1; d-- > 0;) {
+    idx[d] = rem % p.dims[d];
+    rem /= p.dims[d];
+    for (std::size_t i = 0; i < N; ++i) off[i] += idx[d] * p.strides[i][d];
+  }
+  for (std::int64_t row = row_begin; row < row_end; ++row) {
+    inner(off, row * len);
+    for (std::size_t d = r - 1; d-- > 0;) {
+      for (std::size_t i = 0; i < N; ++i) off[i] += p.strides[i][d];
+      if (++idx[d] < p.dims[d]) break;
+      for (std::size_t i = 0; i < N; ++i) off[i] -= idx[d] * p.strides[i][d];
+      idx[d] = 0;
+    }
+  }
+}
+
+template <OpCode Op, typename T>
+Status binary_kernel(const Kernel& k, const KernelArgs& args) {
+  const auto& p = k.as<BroadcastPlan>();
+  const float* x = in_ptr<float>(args, 0);
+  const float* y = in_ptr<float>(args, 1);
+  float* z = out_ptr<float>(args);
+  const std::int64_t len = p.dims.back();
+  const std::int64_t sx = p.strides[0].back(), sy = p.strides[1].back();
+  // The innermost dimension is vector-vector, vector-scalar or scalar-vector (or scalar-scalar).
+  auto row = [&](const std::array<std::int64_t, 2>& off, std::int64_t o) {
+    ArrayMap out(z + o, len);
+    const float* xa = x + off[0];
+    const float* ya = y + off[1];
+    if (sx && sy) out = BinaryOp<Op>::apply(ConstArrayMap(xa, len), ConstArrayMap(ya, len));
+    else if (sx) out = BinaryOp<Op>::apply(ConstArrayMap(xa, len), Eigen::ArrayXf::Constant(len, *ya));
+    else if (sy) out = BinaryOp<Op>::apply(Eigen::ArrayXf::Constant(len, *xa), ConstArrayMap(ya, len));
+    else out = BinaryOp<Op>::apply(Eigen::ArrayXf::Constant(len, *xa), Eigen::ArrayXf::Constant(len, *ya));
+  };
+  if (p.n == 0) return {};
+  const std::int64_t rows = p.n / len;
+  const bool fused = args.epilogue && !args.epilogue->chain.empty();
+  parallel_ranges(args.pool, rows, std::max<std::int64_t>(1, (1 << 15) / len), [&](std::int64_t b, std::int64_t e) {
+    for_each_row<2>(p, b, e, row);
+    if (fused) unary_chain(args.epilogue->chain, z + b * len, z + b * len, (e - b) * len);
+  });
+  return {};
+}
+
+template <typename T>
+Status where_kernel(const Kernel& k, const KernelArgs& args) {
+  const auto& p = k.as<BroadcastPlan>();
+  const float* c = in_ptr<float>(args, 0);
+  const float* x = in_ptr<float>(args, 1);
+  const float* y = in_ptr<float>(args, 2);
+  float* z = out_ptr<float>(args);
+  const std::int64_t len = p.dims.back();
+  const std::int64_t sc = p.strides[0].back(), sx = p.strides[1].back(), sy = p.strides[2].back();
+  if (p.n == 0) return {};
+  for_each_row<3>(p, 0, p.n / len, [&](const std::array<std::int64_t, 3>& off, std::int64_t o) {
+    const float* cr = c + off[0];
+    const float* xr = x + off[1];
+    const float* yr = y + off[2];
+    for (std::int64_t i = 0; i < len; ++i) z[o + i] = cr[i * sc] != 0.0f ? xr[i * sx] : yr[i * sy];
+  });
+  return {};
+}
+
+}  // namespace rml::detail

@@ -1,0 +1,142 @@
+// Reductions (sum, mean, max, min), softmax and argmax.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "rml/exec/kernels/common.hpp"
+
+namespace rml::detail {
+
+template <OpCode Op>
+struct Reducer {
+  static constexpr float init() noexcept {
+    if constexpr (Op == OpCode::Max) return -std::numeric_limits<float>::infinity();
+    else if constexpr (Op == OpCode::Min) return std::numeric_limits<float>::infinity();
+    else return 0.0f;
+  }
+  static float combine(float acc, float v) noexcept {
+    if constexpr (Op == OpCode::Max) return (v > acc || v != v) ? v : acc;
+    else if constexpr (Op == OpCode::Min) return (v < acc || v != v) ? v : acc;
+    else return acc + v;
+  }
+  /// A contiguous run, vectorised.
+  static float row(const float* x, std::int64_t n) {
+    ConstArrayMap a(x, n);
+    if (n == 0) return init();
+    if constexpr (Op == OpCode::Max) return a.hasNaN() ? std::numeric_limits<float>::quiet_NaN() : a.maxCoeff();
+    else if constexpr (Op == OpCode::Min) return a.hasNaN() ? std::numeric_limits<float>::quiet_NaN() : a.minCoeff();
+    else return a.sum();
+  }
+  /// acc[i] = combine(acc[i], x[i]) over n lanes, vectorised.
+  static void lanes(float* acc, const float* x, std::int64_t n) {
+    ArrayMap a(acc, n);
+    ConstArrayMap b(x, n);
+    if constexpr (Op == OpCode::Max || Op == OpCode::Min)
+      a = a.binaryExpr(b, [](float p, float q) { return combine(p, q); });
+    else a += b;
+  }
+};
+
+template <OpCode Op, typename T>
+Status reduce_kernel(const Kernel& kernel, const KernelArgs& args) {
+  using R = Reducer<Op>;
+  const auto& p = kernel.as<ReducePlan>();
+  const float* x = in_ptr<float>(args, 0);
+  float* y = out_ptr<float>(args);
+  if (p.simple) {
+    if (p.inner == 1) {
+      parallel_ranges(args.pool, p.outer, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(p.reduce, 1)),
+                      [&](std::int64_t b, std::int64_t e) {
+                        for (std::int64_t o = b; o < e; ++o) y[o] = R::row(x + o * p.reduce, p.reduce);
+                      });
+    } else {
+      for (std::int64_t o = 0; o < p.outer; ++o) {
+        float* acc = y + o * p.inner;
+        std::fill(acc, acc + p.inner, R::init());
+        for (std::int64_t r = 0; r < p.reduce; ++r) R::lanes(acc, x + (o * p.reduce + r) * p.inner, p.inner);
+      }
+    }
+  } else {
+    // Several reduced runs: walk the input once, mapping each element to its output.
+    std::fill(y, y + p.out_n, R::init());
+    const std::size_t rank = p.dims.size();
+    SmallIndex idx(rank);
+    std::int64_t n = 1;
+    for (std::int64_t d : p.dims) n *= d;
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::int64_t o = 0;
+      for (std::size_t d = 0; d < rank; ++d)
+        if (!p.reduced[d]) o = o * p.dims[d] + idx[d];
+      y[o] = R::combine(y[o], x[i]);
+      for (std::size_t d = rank; d-- > 0;) {
+        if (++idx[d] < p.dims[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  if constexpr (Op == OpCode::Mean) {
+    const float scale = 1.0f / static_cast<float>(p.count);
+    for (std::int64_t i = 0; i < p.out_n; ++i) y[i] = p.count ? y[i] * scale : std::numeric_limits<float>::quiet_NaN();
+  }
+  return {};
+}
+
+template <typename T>
+Status softmax_kernel(const Kernel& kernel, const KernelArgs& args) {
+  const auto& p = kernel.as<AxisPlan>();
+  const float* x = in_ptr<float>(args, 0);
+  float* y = out_ptr<float>(args);
+  if (p.axis == 0) return {};
+  parallel_ranges(args.pool, p.outer, 8, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t o = b; o < e; ++o) {
+      const float* in = x + o * p.axis * p.inner;
+      float* out = y + o * p.axis * p.inner;
+      if (p.inner == 1) {
+        ConstArrayMap a(in, p.axis);
+        ArrayMap z(out, p.axis);
+        z = (a - a.maxCoeff()).exp();
+        z /= z.sum();
+        continue;
+      }
+      // Lanes along the inner dimension, vectorised across it.
+      for (std::int64_t j = 0; j < p.inner; ++j) {
+        float m = -std::numeric_limits<float>::infinity();
+        for (std::int64_t r = 0; r < p.axis; ++r) m = std::max(m, in[r * p.inner + j]);
+        float s = 0;
+        for (std::int64_t r = 0; r < p.axis; ++r) s += out[r * p.inner + j] = std::exp(in[r * p.inner + j] - m);
+        const float inv = 1.0f / s;
+        for (std::int64_t r = 0; r < p.axis; ++r) out[r * p.inner + j] *= inv;
+      }
+    }
+  });
+  return {};
+}
+
+template <typename T>
+Status argmax_kernel(const Kernel& kernel, const KernelArgs& args) {
+  const auto& p = kernel.as<AxisPlan>();
+  const float* x = in_ptr<float>(args, 0);
+  auto* y = out_ptr<std::int32_t>(args);
+  for (std::int64_t o = 0; o < p.outer; ++o) {
+    for (std::int64_t j = 0; j < p.inner; ++j) {
+      const float* in = x + o * p.axis * p.inner + j;
+      std::int64_t best = 0;
+      float bv = in[0];
+      // First maximum wins; a NaN counts as the maximum (NumPy).
+      for (std::int64_t r = 1; r < p.axis && bv == bv; ++r) {
+        const float v = in[r * p.inner];
+        if (v > bv || v != v) {
+          bv = v;
+          best = r;
+        }
+      }
+      y[o * p.inner + j] = static_cast<std::int32_t>(best);
+    }
+  }
+  return {};
+}
+
+}  // namespace rml::detail

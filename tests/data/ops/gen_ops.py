@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""Writes the per-op conformance cases under tests/data/ops/ with NumPy alone.
+
+Each case is a small rml-graph model, <case>.json + <case>.safetensors. The safetensors file holds
+the graph's stored constants (const.<id>), its inputs (input.<k>) and NumPy's expected outputs
+(expected.<k>), computed in float64 and rounded to float32. The graph's metadata says how to
+compare: "rtol"/"atol" (|got - want| <= atol + rtol * |want|; i32 outputs compare exactly), or
+"error": a status code name the run must fail with (data the checker cannot see).
+
+Run: /usr/bin/python3 tests/data/ops/gen_ops.py  (deterministic; rewrites every case)
+"""
+import json
+import math
+import os
+import struct
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+rng = np.random.default_rng(20260)
+
+ELEMENTWISE = {"rtol": "1e-6", "atol": "1e-6"}
+
+
+def tol_k(k):
+    """Reductions and products: 1e-5 * sqrt(K), relative and absolute."""
+    t = "%.3g" % (1e-5 * math.sqrt(max(k, 1)))
+    return {"rtol": t, "atol": t}
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, array in tensors:
+        array = np.array(array, order="C")  # keeps rank 0, unlike ascontiguousarray
+        dtype = {np.dtype("float32"): "F32", np.dtype("int32"): "I32"}[array.dtype]
+        data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+
+
+def dtype_name(a):
+    return {np.dtype("float32"): "f32", np.dtype("int32"): "i32"}[a.dtype]
+
+
+class Case:
+    """Builds one graph: inputs, constants and nodes, each value with the type NumPy gives it."""
+
+    def __init__(self, name, meta=None):
+        self.name, self.meta = name, dict(meta or ELEMENTWISE)
+        self.values, self.inputs, self.outputs, self.constants, self.nodes = [], [], [], [], []
+        self.feeds, self.stored, self.arrays = [], [], {}
+
+    def _value(self, array, name=""):
+        v = {"dtype": dtype_name(array), "shape": list(array.shape)}
+        if name:
+            v["name"] = name
+        self.values.append(v)
+        vid = len(self.values) - 1
+        self.arrays[vid] = array
+        return vid
+
+    def input(self, array, name):
+        vid = self._value(array, name)
+        self.inputs.append(vid)
+        self.feeds.append(("input.%d" % (len(self.inputs) - 1), array))
+        return vid
+
+    def const(self, array):
+        vid = self._value(array)
+        self.constants.append({"value": vid, "tensor": "const.%d" % vid})
+        self.stored.append(("const.%d" % vid, array))
+        return vid
+
+    def node(self, op, inputs, result, attrs=None, name=""):
+        vid = self._value(result)
+        n = {"op": op, "inputs": list(inputs), "outputs": [vid]}
+        if name:
+            n["name"] = name
+        if attrs:
+            n["attrs"] = attrs
+        self.nodes.append(n)
+        return vid
+
+    def output(self, vid):
+        self.outputs.append(vid)
+
+    def write(self):
+        graph = {"format": "rml-graph", "version": 1, "producer": "rml tests/data/ops/gen_ops.py (numpy)",
+                 "values": self.values, "inputs": self.inputs, "outputs": self.outputs,
+                 "constants": self.constants, "nodes": self.nodes, "metadata": self.meta}
+        with open(os.path.join(HERE, self.name + ".json"), "w") as f:
+            json.dump(graph, f, indent=1)
+            f.write("\n")
+        expected = [("expected.%d" % k, self.arrays[v]) for k, v in enumerate(self.outputs)]
+        write_safetensors(os.path.join(HERE, self.name + ".safetensors"), self.stored + self.feeds + expected)
+
+
+def f32(a):
+    return np.asarray(a, dtype=np.float64).astype(np.float32)
+
+
+def randn(*shape):
+    return f32(rng.standard_normal(shape))
+
+
+def one_op(name, op, inputs, result, attrs=None, meta=None, consts=()):
+    """A case with one node; inputs listed in `consts` (by position) are stored constants."""
+    c = Case(name, meta)
+    ids = []
+    for i, a in enumerate(inputs):
+        ids.append(c.const(a) if i in consts else c.input(a, "x%d" % i))
+    c.output(c.node(op, ids, result, attrs))
+    c.write()
+
+
+# ---- unary ----
+erf = np.vectorize(math.erf)
+UNARY = {
+    "neg": lambda x: -x, "abs": np.abs, "relu": lambda x: np.maximum(x, 0),
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "tanh": np.tanh, "exp": np.exp,
+    "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x,
+    "erf": erf, "gelu": lambda x: 0.5 * x * (1 + erf(x / math.sqrt(2))),
+    "silu": lambda x: x / (1 + np.exp(-x)), "sin": np.sin, "cos": np.cos,
+}
+POSITIVE = {"log", "sqrt", "rsqrt", "reciprocal"}
+
+
+def unary_cases():
+    for op, fn in UNARY.items():
+        x = randn(3, 5) * f32(3)
+        if op in POSITIVE:
+            x = np.abs(x) + f32(0.1)
+        one_op("unary_" + op, op, [x], f32(fn(x.astype(np.float64))))
+    x = randn(2, 7) * f32(3)
+    xd = x.astype(np.float64)
+    tanh_gelu = 0.5 * xd * (1 + np.tanh(math.sqrt(2 / math.pi) * (xd + 0.044715 * xd ** 3)))
+    one_op("unary_gelu_tanh", "gelu", [x], f32(tanh_gelu), {"approximate": "tanh"})
+    one_op("unary_gelu_none", "gelu", [x], f32(UNARY["gelu"](xd)), {"approximate": "none"})
+    one_op("unary_rank0", "exp", [f32(0.5)], f32(np.exp(0.5)))
+    one_op("unary_empty", "relu", [f32(np.zeros((0, 3)))], f32(np.zeros((0, 3))))
+
+
+# ---- binary and where ----
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum,
+    "equal": lambda a, b: (a == b).astype(np.float64), "less": lambda a, b: (a < b).astype(np.float64),
+    "greater": lambda a, b: (a > b).astype(np.float64),
+}
+BROADCASTS = {
+    "same": ((3, 4), (3, 4)), "scalar": ((3, 4), ()), "scalar_left": ((), (2, 3)), "row": ((3, 4), (4,)),
+    "col": ((3, 4), (3, 1)), "general": ((2, 1, 4), (3, 1)), "rank0": ((), ()), "empty": ((0, 4), (4,)),
+    "outer": ((4, 1), (1, 5)), "middle": ((2, 3, 4), (3, 1)),
+}
+
+
+def operand(shape, op):
+    if op in ("equal", "less", "greater"):
+        return f32(rng.integers(-2, 3, size=shape))  # ties on purpose
+    if op == "pow":
+        return f32(rng.uniform(0.5, 2.0, size=shape))
+    if op == "div":
+        return f32(rng.uniform(0.5, 2.0, size=shape) * rng.choice([-1, 1], size=shape))
+    return randn(*shape)
+
+
+def binary_cases():
+    for op, fn in BINARY.items():
+        a, b = operand((3, 4), op), operand((4,), op)
+        one_op("binary_" + op, op, [a, b], f32(fn(a.astype(np.float64), b.astype(np.float64))))
+    for kind, (sa, sb) in BROADCASTS.items():
+        a, b = randn(*sa), randn(*sb)
+        one_op("broadcast_" + kind, "add" if kind != "general" else "mul", [a, b],
+               f32((a.astype(np.float64) + b) if kind != "general" else a.astype(np.float64) * b))
+    cond = f32(rng.integers(0, 2, size=(2, 1)))
+    a, b = randn(2, 3), randn()
+    one_op("where", "where", [cond, a, b], f32(np.where(cond != 0, a, b)))
+    c3 = f32(rng.integers(0, 2, size=(4,)))
+    a3, b3 = randn(3, 1), randn(3, 4)
+    one_op("where_general", "where", [c3, a3, b3], f32(np.where(c3 != 0, a3, b3)))
+
+
+# ---- matmul ----
+def matmul_cases():
+    shapes = {
+        "2d": ((2, 3), (3, 4)), "vec_vec": ((5,), (5,)), "vec_mat": ((3,), (2, 3, 4)),
+        "mat_vec": ((2, 3, 4), (4,)), "batch_broadcast": ((2, 1, 3, 4), (5, 4, 2)),
+        "batch_shared_rhs": ((4, 3, 5), (5, 2)), "batch_shared_lhs": ((3, 5), (4, 5, 2)),
+        "big": ((17, 33), (33, 40)), "k0": ((2, 0), (0, 3)),
+    }
+    for name, (sa, sb) in shapes.items():
+        a, b = randn(*sa), randn(*sb)
+        k = sa[-1]
+        one_op("matmul_" + name, "matmul", [a, b], f32(np.matmul(a.astype(np.float64), b)), meta=tol_k(k))
+    a, w = randn(2, 12), randn(12, 16)
+    one_op("matmul_const_rhs", "matmul", [a, w], f32(a.astype(np.float64) @ w), meta=tol_k(12), consts=(1,))
+
+
+# ---- conv2d and pools ----
+def conv_ref(x, w, bias, strides, pads, dilations, groups):
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    xp = np.zeros((n, c, h + pads[0] + pads[2], wd + pads[1] + pads[3]))
+    xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = x
+    ekh, ekw = dilations[0] * (kh - 1) + 1, dilations[1] * (kw - 1) + 1
+    oh = (xp.shape[2] - ekh) // strides[0] + 1
+    ow = (xp.shape[3] - ekw) // strides[1] + 1
+    og = o // groups
+    y = np.zeros((n, o, oh, ow))
+    for g in range(groups):
+        for i in range(oh):
+            for j in range(ow):
+                y0, x0 = i * strides[0], j * strides[1]
+                win = xp[:, g * cg:(g + 1) * cg, y0:y0 + ekh:dilations[0], x0:x0 + ekw:dilations[1]]
+                y[:, g * og:(g + 1) * og, i, j] = np.einsum("nchw,ochw->no", win, w[g * og:(g + 1) * og])
+    if bias is not None:
+        y += bias.astype(np.float64)[None, :, None, None]
+    return y
+
+
+def conv_cases():
+    cases = {
+        "default": dict(x=(1, 2, 5, 5), w=(3, 2, 3, 3), attrs=None),
+        "pad_bias": dict(x=(2, 3, 6, 5), w=(4, 3, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True),
+        "strided_asym": dict(x=(1, 2, 7, 8), w=(3, 2, 3, 2), attrs={"strides": [2, 3], "pads": [0, 1, 2, 0]}),
+        "dilated": dict(x=(1, 2, 9, 9), w=(2, 2, 3, 3), attrs={"dilations": [2, 3], "pads": [2, 1, 2, 1]}),
+        "grouped": dict(x=(1, 4, 6, 6), w=(6, 2, 3, 3), attrs={"groups": 2, "pads": [1, 1, 1, 1]}, bias=True),
+        "depthwise": dict(x=(2, 3, 6, 7), w=(3, 1, 3, 3),
+                          attrs={"groups": 3, "pads": [1, 2, 1, 0], "strides": [1, 2]}, bias=True),
+        "depthwise_dilated": dict(x=(1, 2, 7, 7), w=(2, 1, 3, 3), attrs={"groups": 2, "dilations": [2, 2]}),
+        "pointwise": dict(x=(2, 4, 3, 5), w=(6, 4, 1, 1), attrs={}, bias=True),
+        "pointwise_strided": dict(x=(1, 3, 5, 5), w=(2, 3, 1, 1), attrs={"strides": [2, 2]}),
+    }
+    for name, spec in cases.items():
+        attrs = spec["attrs"] or {}
+        x, w = randn(*spec["x"]), randn(*spec["w"])
+        inputs = [x, w]
+        bias = randn(spec["w"][0]) if spec.get("bias") else None
+        if bias is not None:
+            inputs.append(bias)
+        y = conv_ref(x, w, bias, attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0]),
+                     attrs.get("dilations", [1, 1]), attrs.get("groups", 1))
+        k = spec["w"][1] * spec["w"][2] * spec["w"][3]
+        one_op("conv2d_" + name, "conv2d", inputs, f32(y), spec["attrs"], meta=tol_k(k), consts=(1, 2))
+
+
+def pool_ref(x, kernel, strides, pads, mode, count_include_pad=True):
+    x = x.astype(np.float64)
+    n, c, h, w = x.shape
+    fill = -np.inf if mode == "max" else 0.0
+    xp = np.full((n, c, h + pads[0] + pads[2], w + pads[1] + pads[3]), fill)
+    xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + w] = x
+    ones = np.zeros(xp.shape[2:])
+    ones[pads[0]:pads[0] + h, pads[1]:pads[1] + w] = 1
+    oh = (xp.shape[2] - kernel[0]) // strides[0] + 1
+    ow = (xp.shape[3] - kernel[1]) // strides[1] + 1
+    y = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            win = xp[:, :, i * strides[0]:i * strides[0] + kernel[0], j * strides[1]:j * strides[1] + kernel[1]]
+            if mode == "max":
+                y[:, :, i, j] = win.max(axis=(2, 3))
+            else:
+                count = kernel[0] * kernel[1] if count_include_pad else ones[
+                    i * strides[0]:i * strides[0] + kernel[0], j * strides[1]:j * strides[1] + kernel[1]].sum()
+                y[:, :, i, j] = win.sum(axis=(2, 3)) / count
+    return y
+
+
+def pool_cases():
+    x = randn(2, 3, 7, 6)
+    one_op("max_pool2d_default_strides", "max_pool2d", [x], f32(pool_ref(x, [2, 2], [2, 2], [0] * 4, "max")),
+           {"kernel": [2, 2]})
+    one_op("max_pool2d_padded", "max_pool2d", [x], f32(pool_ref(x, [3, 3], [2, 1], [1, 1, 1, 0], "max")),
+           {"kernel": [3, 3], "strides": [2, 1], "pads": [1, 1, 1, 0]})
+    one_op("avg_pool2d_include_pad", "avg_pool2d", [x], f32(pool_ref(x, [3, 2], [2, 2], [1, 0, 1, 1], "avg")),
+           {"kernel": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1]}, meta=tol_k(6))
+    one_op("avg_pool2d_exclude_pad", "avg_pool2d", [x],
+           f32(pool_ref(x, [3, 3], [1, 1], [1, 1, 1, 1], "avg", False)),
+           {"kernel": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1], "count_include_pad": False}, meta=tol_k(9))
+    one_op("avg_pool2d_default", "avg_pool2d", [x], f32(pool_ref(x, [2, 3], [2, 3], [0] * 4, "avg")),
+           {"kernel": [2, 3]}, meta=tol_k(6))
+
+
+# ---- reductions, softmax, argmax ----
+def reduce_cases():
+    x = randn(2, 3, 4, 5)
+    xd = x.astype(np.float64)
+    fns = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+    specs = {
+        "axis1_keepdims": ({"axes": [1], "keepdims": True}, (1,), True),
+        "last": ({"axes": [-1]}, (3,), False),
+        "all_default": (None, None, False),
+        "empty_axes": ({"axes": []}, None, False),
+        "split_axes": ({"axes": [0, 2]}, (0, 2), False),
+        "split_keepdims": ({"axes": [1, -1], "keepdims": True}, (1, 3), True),
+        "inner": ({"axes": [0]}, (0,), False),
+    }
+    for op, fn in fns.items():
+        for name, (attrs, axes, keep) in specs.items():
+            y = fn(xd, axis=axes, keepdims=keep)
+            count = x.size if axes is None else int(np.prod([x.shape[a] for a in axes]))
+            one_op("%s_%s" % (op, name), op, [x], f32(y), attrs, meta=tol_k(count))
+    one_op("sum_rank0", "sum", [f32(2.5)], f32(2.5), meta=tol_k(1))
+    one_op("sum_empty_axis", "sum", [f32(np.zeros((2, 0)))], f32(np.zeros(2)), {"axes": [1]}, meta=tol_k(1))
+
+    def softmax(v, axis):
+        e = np.exp(v - v.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+    s = randn(3, 4, 5) * f32(10)
+    one_op("softmax_default", "softmax", [s], f32(softmax(s.astype(np.float64), -1)), meta=tol_k(5))
+    one_op("softmax_axis0", "softmax", [s], f32(softmax(s.astype(np.float64), 0)), {"axis": 0}, meta=tol_k(3))
+    big = f32([[1000.0, 1001.0, 999.0], [-1000.0, -1000.0, -1001.0]])
+    one_op("softmax_stable", "softmax", [big], f32(softmax(big.astype(np.float64), 1)), {"axis": 1}, meta=tol_k(3))
+
+    a = f32(rng.integers(0, 4, size=(3, 4, 5)))  # ties: the first maximum wins
+    one_op("argmax_axis1_keepdims", "argmax", [a], np.argmax(a, axis=1)[:, None, :].astype(np.int32),
+           {"axis": 1, "keepdims": True})
+    one_op("argmax_last", "argmax", [a], np.argmax(a, axis=-1).astype(np.int32), {"axis": -1})
+
+
+# ---- data movement, gather, cast ----
+def movement_cases():
+    x = randn(2, 3, 4)
+    xi = rng.integers(-50, 50, size=(2, 3, 4)).astype(np.int32)
+    one_op("reshape_infer", "reshape", [x], x.reshape(4, -1), {"shape": [4, -1]})
+    one_op("reshape_i32", "reshape", [xi], xi.reshape(24), {"shape": [24]})
+    one_op("transpose_perm", "transpose", [x], np.transpose(x, (1, 2, 0)).copy(), {"perm": [1, 2, 0]})
+    one_op("transpose_default", "transpose", [xi], np.transpose(xi).copy())
+    ys = [randn(2, 1, 4), randn(2, 3, 4), randn(2, 2, 4)]
+    one_op("concat_mid", "concat", ys, np.concatenate(ys, axis=1), {"axis": -2})
+    yi = [xi, xi[:, :, :1].copy()]
+    one_op("concat_i32_last", "concat", yi, np.concatenate(yi, axis=2), {"axis": 2})
+    z = randn(5, 6, 4)
+    one_op("slice_steps", "slice", [z], z[1:5:2, -4:100, ::3].copy(),
+           {"starts": [1, -4, 0], "ends": [5, 100, 4], "steps": [2, 1, 3]})
+    one_op("slice_axes", "slice", [z], z[:, :, -3:-1].copy(), {"starts": [-3], "ends": [-1], "axes": [-1]})
+    one_op("slice_clamped_empty", "slice", [z], z[4:2].copy(), {"starts": [4], "ends": [2]})
+    one_op("slice_far_negative", "slice", [xi], xi[-100:1].copy(), {"starts": [-100], "ends": [1], "axes": [0]})
+    e = randn(3, 1)
+    one_op("expand", "expand", [e], np.broadcast_to(e, (2, 3, 4)).copy(), {"shape": [2, 3, 4]})
+    one_op("expand_i32", "expand", [xi[:1]], np.broadcast_to(xi[:1], (3, 3, 4)).copy(), {"shape": [3, 3, 4]})
+    one_op("pad_value", "pad", [x], np.pad(x, ((0, 1), (2, 0), (1, 1)), constant_values=1.5),
+           {"pads": [0, 2, 1, 1, 0, 1], "value": 1.5})
+    one_op("pad_default_i32", "pad", [xi], np.pad(xi, ((1, 0), (0, 0), (0, 2))), {"pads": [1, 0, 0, 0, 0, 2]})
+    one_op("copy", "copy", [xi], xi.copy())
+    idx = np.array([[0, -1], [2, -3]], dtype=np.int32)
+    one_op("gather_axis1", "gather", [x, idx], np.take(x, idx, axis=1), {"axis": 1})
+    one_op("gather_default_i32", "gather", [xi, np.array([1, -2, 0], dtype=np.int32)],
+           np.take(xi, [1, -2, 0], axis=0))
+    one_op("gather_scalar_index", "gather", [x, np.array(-1, dtype=np.int32)], np.take(x, -1, axis=2), {"axis": -1})
+    c = Case("gather_out_of_range", {"error": "OUT_OF_RANGE"})
+    d = c.input(x, "data")
+    i = c.input(np.array([0, 3], dtype=np.int32), "indices")
+    c.output(c.node("gather", [d, i], np.zeros((2, 2, 4), dtype=np.float32), {"axis": 1}))
+    c.write()
+    cx = f32([3.7, -3.7, 0.5, -0.5, 1e10, -1e10, 2147483520.0, -2147483648.0, np.nan, np.inf, -np.inf])
+    want = np.array([3, -3, 0, 0, 2147483647, -2147483648, 2147483520, -2147483648, 0, 2147483647, -2147483648],
+                    dtype=np.int32)
+    one_op("cast_saturate", "cast", [cx], want, {"to": "i32"})
+    one_op("cast_i32_f32", "cast", [xi], xi.astype(np.float32), {"to": "f32"})
+    one_op("cast_same", "cast", [x], x.copy(), {"to": "f32"})
+
+
+# ---- graphs that exercise fusion and aliasing ----
+def graph_cases():
+    c = Case("fused_mlp_block", tol_k(12))
+    x = c.input(randn(3, 12), "x")
+    w, b = randn(12, 8), randn(8)
+    wid, bid = c.const(w), c.const(b)
+    xd = c.arrays[x].astype(np.float64)
+    mm = xd @ w
+    v = c.node("matmul", [x, wid], f32(mm))
+    v = c.node("add", [bid, v], f32(mm + b))  # bias on the left
+    v = c.node("relu", [v], f32(np.maximum(mm + b, 0)))
+    t = np.tanh(np.maximum(mm + b, 0))
+    v = c.node("tanh", [v], f32(t))
+    r = c.node("reshape", [v], f32(t).reshape(2, 12), {"shape": [2, 12]})
+    s = c.node("neg", [r], -f32(t).reshape(2, 12))
+    c.output(s)
+    c.output(v)  # also read by reshape: must not be fused away
+    c.write()
+
+    c = Case("chain_outputs", ELEMENTWISE)
+    x = c.input(randn(4, 5), "x")
+    xd = c.arrays[x].astype(np.float64)
+    a = c.node("exp", [x], f32(np.exp(xd)))
+    b2 = c.node("neg", [a], f32(-np.exp(xd)))
+    c2 = c.node("abs", [b2], f32(np.exp(xd)))
+    d = c.node("sigmoid", [c2], f32(1 / (1 + np.exp(-np.exp(xd)))))
+    c.output(d)
+    c.output(x)  # an input as an output
+    c.output(d)  # the same value twice
+    c.write()
+
+
+def main():
+    for name in os.listdir(HERE):
+        if name.endswith(".json") or name.endswith(".safetensors"):
+            os.remove(os.path.join(HERE, name))
+    unary_cases()
+    binary_cases()
+    matmul_cases()
+    conv_cases()
+    pool_cases()
+    reduce_cases()
+    movement_cases()
+    graph_cases()
+
+
+if __name__ == "__main__":
+    main()

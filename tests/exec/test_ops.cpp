@@ -1,0 +1,134 @@
+// Every op against NumPy: the cases tests/data/ops/gen_ops.py wrote, run by the executor and,
+// for single-node graphs, by run_node (eager).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "rml/exec/eager.hpp"
+#include "rml/exec/executor.hpp"
+#include "rml/io/graph_io.hpp"
+#include "rml/io/safetensors.hpp"
+
+namespace fs = std::filesystem;
+using namespace rml;
+
+namespace {
+
+struct OpCase {
+  std::string name;
+  Graph graph;
+  std::vector<Tensor> inputs, expected;
+  double rtol = 0, atol = 0;
+  std::string error;  // a code name the run must fail with, or empty
+};
+
+std::vector<std::string> case_names() {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(fs::path(RML_TEST_DATA_DIR) / "ops"))
+    if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+OpCase load_case(const std::string& name) {
+  const fs::path stem = fs::path(RML_TEST_DATA_DIR) / "ops" / name;
+  OpCase c;
+  c.name = name;
+  c.graph = load_graph(stem).value();
+  auto reader = SafetensorsReader::open(fs::path(stem.string() + ".safetensors")).value();
+  for (std::size_t k = 0; k < c.graph.def().inputs.size(); ++k)
+    c.inputs.push_back(reader.get("input." + std::to_string(k)).value());
+  for (std::size_t k = 0; k < c.graph.def().outputs.size(); ++k)
+    c.expected.push_back(reader.get("expected." + std::to_string(k)).value());
+  const auto& meta = c.graph.def().metadata;
+  if (auto it = meta.find("error"); it != meta.end()) c.error = it->second;
+  if (auto it = meta.find("rtol"); it != meta.end()) c.rtol = std::stod(it->second);
+  if (auto it = meta.find("atol"); it != meta.end()) c.atol = std::stod(it->second);
+  return c;
+}
+
+/// Empty when `got` matches `want` within the case's tolerance; otherwise the first mismatch.
+std::string compare(const OpCase& c, const Tensor& got, const Tensor& want) {
+  if (got.type() != want.type()) return "type " + got.type().to_string() + " != " + want.type().to_string();
+  if (want.dtype() == DType::i32) {
+    const auto g = got.span<std::int32_t>(), w = want.span<std::int32_t>();
+    for (std::size_t i = 0; i < w.size(); ++i)
+      if (g[i] != w[i]) return "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " != " + std::to_string(w[i]);
+    return {};
+  }
+  const auto g = got.span<float>(), w = want.span<float>();
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const double a = g[i], b = w[i];
+    if (std::isnan(b) && std::isnan(a)) continue;
+    if (std::isinf(b) && a == b) continue;
+    if (!(std::abs(a - b) <= c.atol + c.rtol * std::abs(b)))
+      return "element " + std::to_string(i) + ": " + std::to_string(a) + " != " + std::to_string(b) +
+             " (rtol " + std::to_string(c.rtol) + ", atol " + std::to_string(c.atol) + ")";
+  }
+  return {};
+}
+
+void check_outputs(const OpCase& c, const std::vector<Tensor>& outputs, const char* how) {
+  REQUIRE(outputs.size() == c.expected.size());
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    INFO(c.name, " ", how, " output ", k);
+    CHECK(compare(c, outputs[k], c.expected[k]) == "");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every op matches NumPy (executor, 1 and 2 threads)") {
+  const auto names = case_names();
+  REQUIRE(names.size() > 100);
+  for (const auto& name : names) {
+    INFO("case ", name);
+    const OpCase c = load_case(name);
+    for (int threads : {1, 2}) {
+      auto exec = Executor::create(c.graph, {threads});
+      REQUIRE_MESSAGE(exec.ok(), exec.error().to_string());
+      auto out = exec->run(c.inputs);
+      if (!c.error.empty()) {
+        CHECK(out.error().code_name() == c.error);
+        continue;
+      }
+      REQUIRE_MESSAGE(out.ok(), out.error().to_string());
+      check_outputs(c, *out, threads == 1 ? "executor x1" : "executor x2");
+    }
+  }
+}
+
+TEST_CASE("every single-node case matches NumPy through run_node") {
+  int ran = 0;
+  for (const auto& name : case_names()) {
+    const OpCase c = load_case(name);
+    const GraphDef& g = c.graph.def();
+    if (g.nodes.size() != 1) continue;
+    INFO("case ", name);
+    // The node's inputs, in order: graph inputs are fed, constants come from the graph.
+    std::vector<Tensor> args;
+    for (ValueId v : g.nodes[0].inputs) {
+      const auto in = std::find(g.inputs.begin(), g.inputs.end(), v);
+      if (in != g.inputs.end()) {
+        args.push_back(c.inputs[static_cast<std::size_t>(in - g.inputs.begin())]);
+        continue;
+      }
+      for (const auto& k : g.constants)
+        if (k.value == v) args.push_back(k.data);
+    }
+    REQUIRE(args.size() == g.nodes[0].inputs.size());
+    auto out = run_node(g.nodes[0], args);
+    ++ran;
+    if (!c.error.empty()) {
+      CHECK(out.error().code_name() == c.error);
+      continue;
+    }
+    REQUIRE_MESSAGE(out.ok(), out.error().to_string());
+    check_outputs(c, *out, "run_node");
+  }
+  CHECK(ran > 100);
+}
