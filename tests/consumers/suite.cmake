@@ -1,0 +1,47 @@
+# Every way of consuming rml is a CTest test (label `consumer`): install + find_package,
+# add_subdirectory, FetchContent, a meson subproject, and pkg-config with a plain compiler line.
+# Each configures, builds and runs a one-file project; see consumers/consume.cmake.
+#
+# Included from tests/CMakeLists.txt. Not registered in sanitizer builds: they test packaging,
+# which the sanitizer flags do not change, and the plain build already runs them.
+if(CMAKE_CXX_FLAGS MATCHES "-fsanitize")
+  return()
+endif()
+
+set(_rml_consumer_dir "${CMAKE_CURRENT_LIST_DIR}")
+set(_rml_consumer_work "${CMAKE_CURRENT_BINARY_DIR}/consumers")
+find_program(RML_MESON_EXECUTABLE meson)
+find_program(RML_PKG_CONFIG_EXECUTABLE pkg-config)
+
+function(rml_add_consumer_test kind)
+  cmake_parse_arguments(ARG "" "" "FIXTURE_SETUP;FIXTURE_REQUIRED" ${ARGN})
+  add_test(NAME consumer.${kind}
+           COMMAND "${CMAKE_COMMAND}" -DKIND=${kind} "-DRML_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+                   "-DWORK_DIR=${_rml_consumer_work}/${kind}" "-DPREFIX=${_rml_consumer_work}/prefix"
+                   "-DGENERATOR=${CMAKE_GENERATOR}" "-DCXX=${CMAKE_CXX_COMPILER}"
+                   "-DMODEL=${PROJECT_SOURCE_DIR}/tests/data/torch_mlp" "-DMESON=${RML_MESON_EXECUTABLE}"
+                   -P "${_rml_consumer_dir}/consume.cmake")
+  set_tests_properties(consumer.${kind} PROPERTIES LABELS consumer TIMEOUT 300
+                                                   SKIP_REGULAR_EXPRESSION "rml-consumer-skip:")
+  if(ARG_FIXTURE_SETUP)
+    set_tests_properties(consumer.${kind} PROPERTIES FIXTURES_SETUP ${ARG_FIXTURE_SETUP})
+  endif()
+  if(ARG_FIXTURE_REQUIRED)
+    set_tests_properties(consumer.${kind} PROPERTIES FIXTURES_REQUIRED ${ARG_FIXTURE_REQUIRED})
+  endif()
+endfunction()
+
+rml_add_consumer_test(install FIXTURE_SETUP rml_installed)
+rml_add_consumer_test(find_package FIXTURE_REQUIRED rml_installed)
+rml_add_consumer_test(add_subdirectory)
+rml_add_consumer_test(fetchcontent)
+if(RML_MESON_EXECUTABLE)
+  rml_add_consumer_test(meson_subproject)
+else()
+  message(WARNING "rml: meson not found; the test consumer.meson_subproject is not registered")
+endif()
+if(RML_PKG_CONFIG_EXECUTABLE)
+  rml_add_consumer_test(pkg_config FIXTURE_REQUIRED rml_installed)
+else()
+  message(WARNING "rml: pkg-config not found; the test consumer.pkg_config is not registered")
+endif()
