@@ -1,0 +1,756 @@
+"""ONNX → rml-graph: lowers each ONNX node (default domain, opset <= 17) onto the rml op set.
+
+Initializers become constants stored under their ONNX names. Nodes whose inputs are all constant are folded
+while lowering (Shape → Gather → Concat → Reshape chains collapse to a constant shape), so shape arguments are
+known when the node that reads them is lowered. Integer tensors become i32 (constants only when every value fits),
+booleans become f32 0/1 masks, and doubles become f32 when `allow_double` is set.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from . import lower, ops
+from .graph import GraphBuilder, Value
+from .ops import ExportError, normalize_axis
+
+MAX_OPSET = 17
+
+_FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+_INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
+              onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64}
+
+
+def rml_dtype_of_onnx(elem_type: int, allow_double: bool, what: str) -> str:
+    if elem_type in _FLOAT_TYPES or elem_type == onnx.TensorProto.BOOL:
+        return "f32"
+    if elem_type == onnx.TensorProto.DOUBLE:
+        if allow_double:
+            return "f32"
+        raise ExportError(f"{what} is double (use allow_double to compute it in f32)")
+    if elem_type in _INT_TYPES:
+        return "i32"
+    raise ExportError(f"{what} has element type {onnx.TensorProto.DataType.Name(elem_type)}")
+
+
+class _Context:
+    def __init__(self, builder: GraphBuilder, opset: int, allow_double: bool):
+        self.b, self.opset, self.allow_double = builder, opset, allow_double
+        self.node: Optional[onnx.NodeProto] = None
+
+    def op(self, op: str, *inputs, **attrs) -> Value:
+        return self.b.op(op, [self.value(x) for x in inputs], **attrs)
+
+    def value(self, x) -> Value:
+        if isinstance(x, Value):
+            return x
+        if isinstance(x, (int, float)):
+            return self.b.scalar(float(x))
+        return self.b.const(np.asarray(x))
+
+    def const_data(self, v: Optional[Value], what: str) -> Optional[np.ndarray]:
+        """The data of an input that must be known at export time (a shape, axes, pads...)."""
+        if v is None:
+            return None
+        if not v.is_const:
+            raise ExportError(f"{what} must be a constant")
+        return np.asarray(v.data)
+
+    def const_ints(self, v: Optional[Value], what: str) -> Optional[List[int]]:
+        data = self.const_data(v, what)
+        return None if data is None else [int(i) for i in data.reshape(-1)]
+
+    def to_f32(self, v: Value) -> Value:
+        return v if v.dtype == "f32" else self.op("cast", v, to="f32")
+
+
+def _attrs(node: onnx.NodeProto) -> Dict:
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8")
+        elif isinstance(v, onnx.TensorProto):
+            v = numpy_helper.to_array(v)
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [s.decode("utf-8") for s in v]
+        out[a.name] = v
+    return out
+
+
+HANDLERS: Dict[str, Callable] = {}
+
+
+def _handles(*names):
+    def register(fn):
+        for n in names:
+            HANDLERS[n] = fn
+        return fn
+    return register
+
+
+def _unary(op):
+    return lambda ctx, x, **a: ctx.op(op, x)
+
+
+for _n, _op in (("Relu", "relu"), ("Sigmoid", "sigmoid"), ("Tanh", "tanh"), ("Exp", "exp"), ("Log", "log"),
+                ("Sqrt", "sqrt"), ("Abs", "abs"), ("Neg", "neg"), ("Erf", "erf"), ("Sin", "sin"), ("Cos", "cos"),
+                ("Reciprocal", "reciprocal")):
+    HANDLERS[_n] = _unary(_op)
+
+
+@_handles("Identity")
+def _identity(ctx, x, **a):
+    return x
+
+
+@_handles("Dropout")
+def _dropout(ctx, x, ratio=None, training_mode=None, **a):
+    if training_mode is not None and (not training_mode.is_const or np.any(training_mode.data)):
+        raise ExportError("dropout in training mode")
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        return [x, ctx.b.const(np.ones(x.shape, dtype=np.float32))]
+    return x
+
+
+@_handles("Gelu")
+def _gelu(ctx, x, approximate="none", **a):
+    return ctx.op("gelu", x, approximate=approximate)
+
+
+def _scalar_fn(expr):
+    return lambda ctx, x, **a: expr(ctx, x, a)
+
+
+HANDLERS["LeakyRelu"] = _scalar_fn(lambda c, x, a: c.op("add", c.op("relu", x),
+                                                         c.op("mul", c.op("minimum", x, 0.0), a.get("alpha", 0.01))))
+HANDLERS["Softplus"] = _scalar_fn(lambda c, x, a: c.op("log", c.op("add", c.op("exp", x), 1.0)))
+HANDLERS["Softsign"] = _scalar_fn(lambda c, x, a: c.op("div", x, c.op("add", c.op("abs", x), 1.0)))
+HANDLERS["HardSigmoid"] = _scalar_fn(lambda c, x, a: c.op("maximum", c.op("minimum", c.op(
+    "add", c.op("mul", x, a.get("alpha", 0.2)), a.get("beta", 0.5)), 1.0), 0.0))
+HANDLERS["HardSwish"] = _scalar_fn(lambda c, x, a: c.op("mul", x, c.op("maximum", c.op("minimum", c.op(
+    "add", c.op("mul", x, 1.0 / 6.0), 0.5), 1.0), 0.0)))
+HANDLERS["Tan"] = _scalar_fn(lambda c, x, a: c.op("div", c.op("sin", x), c.op("cos", x)))
+HANDLERS["Sinh"] = _scalar_fn(lambda c, x, a: c.op("mul", c.op("sub", c.op("exp", x), c.op("exp", c.op("neg", x))),
+                                                    0.5))
+HANDLERS["Cosh"] = _scalar_fn(lambda c, x, a: c.op("mul", c.op("add", c.op("exp", x), c.op("exp", c.op("neg", x))),
+                                                    0.5))
+HANDLERS["Asinh"] = _scalar_fn(lambda c, x, a: c.op("log", c.op("add", x, c.op("sqrt", c.op("add", c.op(
+    "mul", x, x), 1.0)))))
+HANDLERS["Acosh"] = _scalar_fn(lambda c, x, a: c.op("log", c.op("add", x, c.op("sqrt", c.op("sub", c.op(
+    "mul", x, x), 1.0)))))
+HANDLERS["Atanh"] = _scalar_fn(lambda c, x, a: c.op("mul", c.op("log", c.op("div", c.op("add", x, 1.0), c.op(
+    "sub", 1.0, x))), 0.5))
+HANDLERS["Mish"] = _scalar_fn(lambda c, x, a: c.op("mul", x, c.op("tanh", HANDLERS["Softplus"](c, x))))
+HANDLERS["ThresholdedRelu"] = _scalar_fn(
+    lambda c, x, a: c.op("where", c.op("greater", x, a.get("alpha", 1.0)), x, 0.0))
+HANDLERS["Sign"] = _scalar_fn(lambda c, x, a: c.op("sub", c.op("greater", x, 0.0), c.op("less", x, 0.0)))
+
+
+def _elu_like(ctx, x, alpha, scale=1.0):
+    neg = ctx.op("mul", ctx.op("sub", ctx.op("exp", ctx.op("minimum", x, 0.0)), 1.0), alpha)
+    y = ctx.op("add", ctx.op("relu", x), neg)
+    return ctx.op("mul", y, scale) if scale != 1.0 else y
+
+
+HANDLERS["Elu"] = _scalar_fn(lambda c, x, a: _elu_like(c, x, a.get("alpha", 1.0)))
+HANDLERS["Selu"] = _scalar_fn(lambda c, x, a: _elu_like(c, x, a.get("alpha", 1.67326319217681884765625),
+                                                        a.get("gamma", 1.05070102214813232421875)))
+
+
+@_handles("Celu")
+def _celu(ctx, x, alpha=1.0, **a):
+    neg = ctx.op("mul", ctx.op("sub", ctx.op("exp", ctx.op("div", ctx.op("minimum", x, 0.0), alpha)), 1.0), alpha)
+    return ctx.op("add", ctx.op("relu", x), neg)
+
+
+@_handles("PRelu")
+def _prelu(ctx, x, slope, **a):
+    return ctx.op("add", ctx.op("relu", x), ctx.op("mul", ctx.op("minimum", x, 0.0), slope))
+
+
+@_handles("Clip")
+def _clip(ctx, x, lo=None, hi=None, min=None, max=None, **a):
+    lo = lo if lo is not None else (None if min is None else ctx.b.scalar(min))
+    hi = hi if hi is not None else (None if max is None else ctx.b.scalar(max))
+    if lo is not None:
+        x = ctx.op("maximum", x, lo)
+    if hi is not None:
+        x = ctx.op("minimum", x, hi)
+    return x
+
+
+def _binary(op):
+    def lower(ctx, a, b, **attrs):
+        if attrs.get("broadcast") == 1 and "axis" in attrs:
+            raise ExportError("legacy broadcast with axis")
+        if a.dtype == "i32" and b.dtype == "i32" and not (a.is_const and b.is_const):
+            raise ExportError(f"integer {ctx.node.op_type} (rml arithmetic is f32)")
+        return ctx.op(op, a, b)
+    return lower
+
+
+for _n, _op in (("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("Div", "div"), ("Pow", "pow"),
+                ("Equal", "equal"), ("Less", "less"), ("Greater", "greater"), ("And", "mul"), ("Or", "maximum")):
+    HANDLERS[_n] = _binary(_op)
+HANDLERS["GreaterOrEqual"] = lambda ctx, a, b, **k: ctx.op("sub", 1.0, _binary("less")(ctx, a, b))
+HANDLERS["LessOrEqual"] = lambda ctx, a, b, **k: ctx.op("sub", 1.0, _binary("greater")(ctx, a, b))
+HANDLERS["Not"] = lambda ctx, x, **k: ctx.op("sub", 1.0, x)
+HANDLERS["Xor"] = lambda ctx, a, b, **k: ctx.op("abs", ctx.op("sub", a, b))
+
+
+def _variadic(op, mean=False):
+    def lower(ctx, *xs, **a):
+        y = xs[0]
+        for x in xs[1:]:
+            y = _binary(op)(ctx, y, x)
+        if len(xs) == 1 and not mean:
+            return y
+        return ctx.op("div", y, float(len(xs))) if mean else y
+    return lower
+
+
+HANDLERS["Sum"], HANDLERS["Max"], HANDLERS["Min"] = _variadic("add"), _variadic("maximum"), _variadic("minimum")
+HANDLERS["Mean"] = _variadic("add", mean=True)
+
+
+@_handles("Where")
+def _where(ctx, cond, a, b, **k):
+    if a.dtype != "f32" or b.dtype != "f32":
+        if not (a.is_const and b.is_const and cond.is_const):
+            raise ExportError("integer Where (rml where is f32)")
+    return ctx.op("where", cond, a, b)
+
+
+# -- linear algebra, convolution, normalisation -----------------------------------------------------------------
+@_handles("MatMul")
+def _matmul(ctx, a, b, **k):
+    return ctx.op("matmul", a, b)
+
+
+@_handles("Gemm")
+def _gemm(ctx, a, b, c=None, alpha=1.0, beta=1.0, transA=0, transB=0, **k):
+    if transA:
+        a = ctx.op("transpose", a, perm=[1, 0])
+    if transB:
+        b = ctx.op("transpose", b, perm=[1, 0])
+    if alpha != 1.0:  # scale the smaller (often constant) operand
+        if b.is_const or not a.is_const and math.prod(b.shape) <= math.prod(a.shape):
+            b = ctx.op("mul", b, alpha)
+        else:
+            a = ctx.op("mul", a, alpha)
+    y = ctx.op("matmul", a, b)
+    if c is not None and beta != 0.0:
+        y = ctx.op("add", y, c if beta == 1.0 else ctx.op("mul", c, beta))
+    return y
+
+
+def _to_2d(ctx, x, what):
+    """A 1-D (N, C, L) tensor as (N, C, 1, L) for the 2-D ops; returns (x, restore)."""
+    if len(x.shape) == 4:
+        return x, lambda y: y
+    if len(x.shape) == 3:
+        n, c, l = x.shape
+        return ctx.op("reshape", x, shape=[n, c, 1, l]), \
+            lambda y: ctx.op("reshape", y, shape=[y.shape[0], y.shape[1], y.shape[3]])
+    raise ExportError(f"{what} on a rank-{len(x.shape)} tensor (only 1-D and 2-D spatial)")
+
+
+def _spatial(values, default, rank1d):
+    values = list(values) if values is not None else None
+    if values is None:
+        return default
+    return ([1] + values if len(values) == 1 else values) if rank1d else values
+
+
+def _auto_pads(auto_pad, in_hw, kernel, strides, dilations, pads):
+    if auto_pad in ("NOTSET", "", None):
+        return [pads[0], pads[1], pads[2], pads[3]]
+    if auto_pad == "VALID":
+        return [0, 0, 0, 0]
+    begin, end = [], []
+    for size, k, s, d in zip(in_hw, kernel, strides, dilations):
+        out = -(-size // s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+        small, large = total // 2, total - total // 2
+        begin.append(large if auto_pad == "SAME_LOWER" else small)
+        end.append(small if auto_pad == "SAME_LOWER" else large)
+    return [begin[0], begin[1], end[0], end[1]]
+
+
+def _window_attrs(ctx, x4, kernel, rank1d, a):
+    strides = _spatial(a.get("strides"), [1, 1], rank1d)
+    dilations = _spatial(a.get("dilations"), [1, 1], rank1d)
+    pads = a.get("pads")
+    if pads is None:
+        pads = [0, 0, 0, 0]
+    elif rank1d:
+        pads = [0, pads[0], 0, pads[1]]
+    pads = _auto_pads(a.get("auto_pad", "NOTSET"), x4.shape[2:], kernel, strides, dilations, pads)
+    return strides, dilations, pads
+
+
+@_handles("Conv")
+def _conv(ctx, x, w, bias=None, **a):
+    x4, restore = _to_2d(ctx, x, "Conv")
+    rank1d = len(x.shape) == 3
+    if rank1d:
+        w = ctx.op("reshape", w, shape=[w.shape[0], w.shape[1], 1, w.shape[2]])
+    strides, dilations, pads = _window_attrs(ctx, x4, list(w.shape[2:]), rank1d, a)
+    inputs = [x4, w] + ([bias] if bias is not None else [])
+    return restore(ctx.op("conv2d", *inputs, strides=strides, pads=pads, dilations=dilations,
+                          groups=a.get("group", 1)))
+
+
+def _pool_pads_ceil(x4, kernel, strides, pads, dilations, ceil_mode):
+    if not ceil_mode:
+        return pads
+    pads = list(pads)
+    for axis in range(2):
+        size = x4.shape[2 + axis] + pads[axis] + pads[2 + axis]
+        span = dilations[axis] * (kernel[axis] - 1) + 1
+        out_ceil = -(-(size - span) // strides[axis]) + 1
+        if (out_ceil - 1) * strides[axis] >= x4.shape[2 + axis] + pads[axis]:
+            out_ceil -= 1  # the last window must start inside the input or its begin padding
+        pads[2 + axis] += (out_ceil - 1) * strides[axis] + span - size
+    return pads
+
+
+@_handles("MaxPool", "AveragePool")
+def _pool(ctx, x, **a):
+    is_max = ctx.node.op_type == "MaxPool"
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        raise ExportError("MaxPool with an Indices output")
+    if a.get("storage_order", 0):
+        raise ExportError("storage_order=1")
+    x4, restore = _to_2d(ctx, x, ctx.node.op_type)
+    rank1d = len(x.shape) == 3
+    kernel = _spatial(a["kernel_shape"], None, rank1d)
+    strides, dilations, pads = _window_attrs(ctx, x4, kernel, rank1d, a)
+    if dilations != [1, 1]:
+        raise ExportError("pooling with dilations")
+    ceiled = _pool_pads_ceil(x4, kernel, strides, pads, dilations, a.get("ceil_mode", 0))
+    if is_max:
+        return restore(ctx.op("max_pool2d", x4, kernel=kernel, strides=strides, pads=ceiled))
+    extra = [ceiled[2] - pads[2], ceiled[3] - pads[3]]
+    return restore(lower.avg_pool(ctx.b, x4, kernel, strides, pads, bool(a.get("count_include_pad", 0)), extra))
+
+
+@_handles("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(ctx, x, **a):
+    axes = list(range(2, len(x.shape)))
+    return ctx.op("mean" if ctx.node.op_type == "GlobalAveragePool" else "max", x, axes=axes, keepdims=True)
+
+
+def _channel_shape(x, rank_from=1):
+    return [-1] + [1] * (len(x.shape) - 1 - rank_from)
+
+
+@_handles("BatchNormalization")
+def _batch_norm(ctx, x, scale, bias, mean, var, epsilon=1e-5, training_mode=0, **a):
+    if training_mode or len([o for o in ctx.node.output if o]) > 1:
+        raise ExportError("BatchNormalization in training mode")
+    shape = [x.shape[1]] + [1] * (len(x.shape) - 2)
+    factor = ctx.op("mul", ctx.op("rsqrt", ctx.op("add", var, float(epsilon))), scale)
+    shift = ctx.op("sub", bias, ctx.op("mul", mean, factor))
+    return ctx.op("add", ctx.op("mul", x, ctx.op("reshape", factor, shape=shape)),
+                  ctx.op("reshape", shift, shape=shape))
+
+
+@_handles("LayerNormalization")
+def _layer_norm(ctx, x, scale, bias=None, axis=-1, epsilon=1e-5, stash_type=1, **a):
+    axis = normalize_axis(axis, len(x.shape))
+    return list(lower.layer_norm(ctx.b, x, range(axis, len(x.shape)), epsilon, scale, bias))
+
+
+@_handles("InstanceNormalization")
+def _instance_norm(ctx, x, scale, bias, epsilon=1e-5, **a):
+    shape = [x.shape[1]] + [1] * (len(x.shape) - 2)
+    return lower.layer_norm(ctx.b, x, range(2, len(x.shape)), epsilon, ctx.op("reshape", scale, shape=shape),
+                            ctx.op("reshape", bias, shape=shape))[0]
+
+
+@_handles("MeanVarianceNormalization")
+def _mvn(ctx, x, axes=(0, 2, 3), **a):
+    mean = ctx.op("mean", x, axes=list(axes), keepdims=True)
+    centered = ctx.op("sub", x, mean)
+    var = ctx.op("mean", ctx.op("mul", centered, centered), axes=list(axes), keepdims=True)
+    return ctx.op("div", centered, ctx.op("add", ctx.op("sqrt", var), 1e-9))
+
+
+# -- reductions, softmax, argmax --------------------------------------------------------------------------------
+def _reduce_axes(ctx, x, axes_input, a):
+    if axes_input is not None:
+        axes = ctx.const_ints(axes_input, "reduction axes")
+    else:
+        axes = a.get("axes")
+    if not axes:
+        if a.get("noop_with_empty_axes", 0):
+            return None
+        return list(range(len(x.shape)))
+    return [normalize_axis(int(i), len(x.shape)) for i in axes]
+
+
+def _reduction(kind):
+    def lower(ctx, x, axes_input=None, **a):
+        axes = _reduce_axes(ctx, x, axes_input, a)
+        if axes is None:
+            return x
+        keep = bool(a.get("keepdims", 1))
+        if kind in ("sum", "mean", "max", "min"):
+            return ctx.op(kind, x, axes=axes, keepdims=keep)
+        if kind == "l1":
+            return ctx.op("sum", ctx.op("abs", x), axes=axes, keepdims=keep)
+        if kind == "sum_square":
+            return ctx.op("sum", ctx.op("mul", x, x), axes=axes, keepdims=keep)
+        if kind == "l2":
+            return ctx.op("sqrt", ctx.op("sum", ctx.op("mul", x, x), axes=axes, keepdims=keep))
+        if kind == "log_sum":
+            return ctx.op("log", ctx.op("sum", x, axes=axes, keepdims=keep))
+        peak = ctx.op("max", x, axes=axes, keepdims=True)  # log_sum_exp, shifted for stability
+        total = ctx.op("sum", ctx.op("exp", ctx.op("sub", x, peak)), axes=axes, keepdims=keep)
+        return ctx.op("add", ctx.op("log", total), peak if keep else ctx.op("reshape", peak, shape=total.shape))
+    return lower
+
+
+for _n, _k in (("ReduceSum", "sum"), ("ReduceMean", "mean"), ("ReduceMax", "max"), ("ReduceMin", "min"),
+               ("ReduceL1", "l1"), ("ReduceL2", "l2"), ("ReduceSumSquare", "sum_square"),
+               ("ReduceLogSum", "log_sum"), ("ReduceLogSumExp", "log_sum_exp")):
+    HANDLERS[_n] = _reduction(_k)
+
+
+def _softmax_family(log):
+    def lower(ctx, x, axis=None, **a):
+        rank = len(x.shape)
+        if ctx.opset >= 13:
+            axis = normalize_axis(-1 if axis is None else axis, rank)
+            y = x
+        else:  # coerced to 2-D at `axis`
+            axis = normalize_axis(1 if axis is None else axis, rank)
+            y = ctx.op("reshape", x, shape=[math.prod(x.shape[:axis]), math.prod(x.shape[axis:])])
+        ax = axis if ctx.opset >= 13 else 1
+        if log:
+            shifted = ctx.op("sub", y, ctx.op("max", y, axes=[ax], keepdims=True))
+            y = ctx.op("sub", shifted, ctx.op("log", ctx.op("sum", ctx.op("exp", shifted), axes=[ax], keepdims=True)))
+        else:
+            y = ctx.op("softmax", y, axis=ax)
+        return y if ctx.opset >= 13 else ctx.op("reshape", y, shape=list(x.shape))
+    return lower
+
+
+HANDLERS["Softmax"], HANDLERS["LogSoftmax"] = _softmax_family(False), _softmax_family(True)
+
+
+@_handles("ArgMax", "ArgMin")
+def _argmax(ctx, x, axis=0, keepdims=1, select_last_index=0, **a):
+    if ctx.node.op_type == "ArgMin":
+        x = ctx.op("neg", x)
+    axis = normalize_axis(axis, len(x.shape))
+    if not select_last_index:
+        return ctx.op("argmax", x, axis=axis, keepdims=bool(keepdims))
+    size = x.shape[axis]
+    reversed_x = ctx.op("gather", x, ctx.b.const(np.arange(size - 1, -1, -1, dtype=np.int32)), axis=axis)
+    index = ctx.op("cast", ctx.op("argmax", reversed_x, axis=axis, keepdims=bool(keepdims)), to="f32")
+    return ctx.op("cast", ctx.op("sub", float(size - 1), index), to="i32")
+
+
+# -- data movement ----------------------------------------------------------------------------------------------
+@_handles("Reshape")
+def _reshape(ctx, x, shape, allowzero=0, **a):
+    target = ctx.const_ints(shape, "Reshape shape")
+    if not allowzero:
+        target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
+    _, resolved = ops.infer("reshape", [(x.dtype, x.shape)], {"shape": target})  # records -1 resolved
+    return ctx.op("reshape", x, shape=list(resolved))
+
+
+@_handles("Flatten")
+def _flatten(ctx, x, axis=1, **a):
+    axis = axis + len(x.shape) if axis < 0 else axis  # axis may equal the rank
+    return ctx.op("reshape", x, shape=[math.prod(x.shape[:axis]), math.prod(x.shape[axis:])])
+
+
+@_handles("Squeeze")
+def _squeeze(ctx, x, axes_input=None, axes=None, **a):
+    axes = ctx.const_ints(axes_input, "Squeeze axes") if axes_input is not None else axes
+    rank = len(x.shape)
+    drop = {normalize_axis(i, rank) for i in axes} if axes else {i for i, d in enumerate(x.shape) if d == 1}
+    return ctx.op("reshape", x, shape=[d for i, d in enumerate(x.shape) if i not in drop])
+
+
+@_handles("Unsqueeze")
+def _unsqueeze(ctx, x, axes_input=None, axes=None, **a):
+    axes = ctx.const_ints(axes_input, "Unsqueeze axes") if axes_input is not None else axes
+    rank = len(x.shape) + len(axes)
+    shape = list(x.shape)
+    for i in sorted(normalize_axis(i, rank) for i in axes):
+        shape.insert(i, 1)
+    return ctx.op("reshape", x, shape=shape)
+
+
+@_handles("Transpose")
+def _transpose(ctx, x, perm=None, **a):
+    return ctx.op("transpose", x, perm=list(perm) if perm is not None else list(range(len(x.shape)))[::-1])
+
+
+@_handles("Concat")
+def _concat(ctx, *xs, axis, **a):
+    return ctx.op("concat", *xs, axis=axis)
+
+
+@_handles("Slice")
+def _slice(ctx, x, starts=None, ends=None, axes=None, steps=None, **a):
+    def ints(v, what):  # inputs from opset 10, attributes before
+        return ctx.const_ints(v, what) if isinstance(v, Value) else (list(v) if v is not None else None)
+
+    starts, ends, axes, steps = (ints(v, f"Slice {w}") for v, w in ((starts, "starts"), (ends, "ends"),
+                                                                     (axes, "axes"), (steps, "steps")))
+    rank = len(x.shape)
+    axes = [normalize_axis(i, rank) for i in (axes or range(len(starts)))]
+    steps = steps or [1] * len(starts)
+    forward = [(s, e, ax, st) for s, e, ax, st in zip(starts, ends, axes, steps) if st > 0]
+    y = x
+    if forward:
+        clamp = lambda v: max(min(v, 2**31 - 1), -2**31)  # noqa: E731 (i64 sentinels to the attribute range)
+        y = ctx.op("slice", y, starts=[clamp(f[0]) for f in forward], ends=[clamp(f[1]) for f in forward],
+                   axes=[f[2] for f in forward], steps=[f[3] for f in forward])
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        if st < 0:  # a reversed range is a gather of constant indices
+            index = np.arange(x.shape[ax])[slice(s, e, st)].astype(np.int32)
+            y = ctx.op("gather", y, ctx.b.const(index), axis=ax)
+        elif st == 0:
+            raise ExportError("Slice step 0")
+    return y
+
+
+@_handles("Split")
+def _split(ctx, x, split=None, axis=0, num_outputs=None, **a):
+    axis = normalize_axis(axis, len(x.shape))
+    sizes = ctx.const_ints(split, "Split sizes") if isinstance(split, Value) else split
+    count = len(ctx.node.output)
+    if not sizes:
+        size = -(-x.shape[axis] // count)
+        sizes = [min(size, x.shape[axis] - i * size) for i in range(count)]
+    outs, start = [], 0
+    for size in sizes:
+        outs.append(ctx.op("slice", x, starts=[start], ends=[start + size], axes=[axis], steps=[1]))
+        start += size
+    return outs
+
+
+@_handles("Gather")
+def _gather(ctx, data, indices, axis=0, **a):
+    if indices.dtype != "i32":
+        raise ExportError("Gather with non-integer indices")
+    return ctx.op("gather", data, indices, axis=axis)
+
+
+@_handles("Expand")
+def _expand(ctx, x, shape, **a):
+    target = ctx.const_ints(shape, "Expand shape")
+    rank = max(len(target), len(x.shape))
+    full = [1] * (rank - len(target)) + target
+    padded = [1] * (rank - len(x.shape)) + list(x.shape)
+    out = [max(d, t) if 1 in (d, t) else d for d, t in zip(padded, full)]
+    return ctx.op("expand", x, shape=out)
+
+
+@_handles("Tile")
+def _tile(ctx, x, repeats, **a):
+    reps = ctx.const_ints(repeats, "Tile repeats")
+    y = x
+    for axis, r in enumerate(reps):
+        if r == 1:
+            continue
+        shape = list(y.shape)
+        with_axis = shape[:axis] + [1] + shape[axis:]
+        expanded = shape[:axis] + [r] + shape[axis:]
+        y = ctx.op("expand", ctx.op("reshape", y, shape=with_axis), shape=expanded)
+        y = ctx.op("reshape", y, shape=shape[:axis] + [r * shape[axis]] + shape[axis + 1:])
+    return y
+
+
+@_handles("Pad")
+def _pad(ctx, x, pads=None, constant_value=None, axes=None, mode="constant", value=0.0, **a):
+    if mode != "constant":
+        raise ExportError(f"Pad mode '{mode}'")
+    if axes is not None:
+        raise ExportError("Pad with axes")
+    pads = ctx.const_ints(pads, "Pad pads") if isinstance(pads, Value) else list(a.get("paddings", pads or []))
+    fill = value
+    if constant_value is not None:
+        fill = float(ctx.const_data(constant_value, "Pad value").reshape(-1)[0]) if constant_value.shape != (0,) \
+            else 0.0
+    rank = len(x.shape)
+    if any(p < 0 for p in pads):  # negative pads crop
+        x = ctx.op("slice", x, starts=[max(0, -p) for p in pads[:rank]],
+                   ends=[d - max(0, -p) for d, p in zip(x.shape, pads[rank:])], axes=list(range(rank)),
+                   steps=[1] * rank)
+        pads = [max(0, p) for p in pads]
+    return ctx.op("pad", x, pads=pads, value=float(fill)) if any(pads) else x
+
+
+@_handles("DepthToSpace")
+def _depth_to_space(ctx, x, blocksize, mode="DCR", **a):
+    n, c, h, w = x.shape
+    b = blocksize
+    if mode == "DCR":
+        y = ctx.op("transpose", ctx.op("reshape", x, shape=[n, b, b, c // (b * b), h, w]), perm=[0, 3, 4, 1, 5, 2])
+    else:
+        y = ctx.op("transpose", ctx.op("reshape", x, shape=[n, c // (b * b), b, b, h, w]), perm=[0, 1, 4, 2, 5, 3])
+    return ctx.op("reshape", y, shape=[n, c // (b * b), h * b, w * b])
+
+
+@_handles("SpaceToDepth")
+def _space_to_depth(ctx, x, blocksize, **a):
+    n, c, h, w = x.shape
+    b = blocksize
+    y = ctx.op("reshape", x, shape=[n, c, h // b, b, w // b, b])
+    y = ctx.op("transpose", y, perm=[0, 3, 5, 1, 2, 4])
+    return ctx.op("reshape", y, shape=[n, c * b * b, h // b, w // b])
+
+
+# -- types and constants ----------------------------------------------------------------------------------------
+@_handles("Cast", "CastLike")
+def _cast(ctx, x, like=None, to=None, **a):
+    elem = to if like is None else None
+    if like is not None:
+        target = like.dtype
+    else:
+        if elem == onnx.TensorProto.BOOL:
+            return ctx.op("sub", 1.0, ctx.op("equal", ctx.to_f32(x), 0.0)) if not x.is_const else \
+                ctx.b.const(np.asarray(x.data) != 0)
+        target = rml_dtype_of_onnx(elem, ctx.allow_double, "Cast target")
+    if x.is_const and x.dtype == target == "i32":
+        return x
+    return x if x.dtype == target else ctx.op("cast", x, to=target)
+
+
+@_handles("Constant")
+def _constant(ctx, **a):
+    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if key in a:
+            data = np.asarray(a[key])
+            if key.startswith("value_float"):
+                data = data.astype(np.float32)
+            elif key.startswith("value_int"):
+                data = data.astype(np.int64)
+            return _const_from_numpy(ctx, data, "Constant")
+    raise ExportError("Constant without a tensor, float or int value")
+
+
+def _const_from_numpy(ctx, data: np.ndarray, what: str) -> Value:
+    if data.dtype == np.float64:
+        if not ctx.allow_double:
+            raise ExportError(f"{what} is double")
+        data = data.astype(np.float32)
+    elif data.dtype.kind == "f":
+        data = data.astype(np.float32)
+    elif data.dtype.kind not in "iub":
+        raise ExportError(f"{what} of dtype {data.dtype}")
+    return ctx.b.const(data)
+
+
+@_handles("ConstantOfShape")
+def _constant_of_shape(ctx, shape, value=None, **a):
+    dims = ctx.const_ints(shape, "ConstantOfShape shape")
+    fill = np.asarray(value if value is not None else np.zeros(1, np.float32)).reshape(-1)
+    return _const_from_numpy(ctx, np.full(dims, fill[0], dtype=fill.dtype), "ConstantOfShape value")
+
+
+@_handles("Shape")
+def _shape(ctx, x, start=0, end=None, **a):
+    return ctx.b.const(np.asarray(x.shape[slice(start, end)], dtype=np.int64))
+
+
+@_handles("Size")
+def _size(ctx, x, **a):
+    return ctx.b.const(np.asarray(math.prod(x.shape), dtype=np.int64))
+
+
+@_handles("Range")
+def _range(ctx, start, limit, delta, **a):
+    values = [ctx.const_data(v, "Range bound").reshape(()) for v in (start, limit, delta)]
+    return _const_from_numpy(ctx, np.arange(values[0], values[1], values[2]).astype(values[0].dtype), "Range")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def from_onnx(model_or_path, stem=None, *, allow_double: bool = False,
+              input_shapes: Optional[Dict[str, Sequence[int]]] = None) -> Dict:
+    """Lowers an ONNX model (a ModelProto or a path) onto the rml op set.
+
+    Writes `<stem>.json` and `<stem>.safetensors` when `stem` is given; returns the graph JSON dict.
+    Raises ExportError: `cannot lower ONNX op 'X' (node 'n'): <reason>`, or for a model rml cannot represent.
+    """
+    model = onnx.load(model_or_path) if isinstance(model_or_path, (str, bytes)) or hasattr(model_or_path, "__fspath__") \
+        else model_or_path
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    if opset > MAX_OPSET:
+        raise ExportError(f"ONNX opset {opset} is newer than the supported {MAX_OPSET}")
+    graph = model.graph
+    builder = GraphBuilder(graph.name, f"rml-export-onnx 0.1 (onnx {onnx.__version__}, opset {opset})")
+    ctx = _Context(builder, opset, allow_double)
+    env: Dict[str, Value] = {}
+    for init in graph.initializer:
+        data = numpy_helper.to_array(init)
+        if data.dtype == np.float64 and not allow_double:
+            raise ExportError(f"initializer '{init.name}' is double")
+        if data.dtype.kind == "f":
+            data = data.astype(np.float32)
+        env[init.name] = builder.param(init.name, data)
+    for inp in graph.input:
+        if inp.name in env:
+            continue
+        t = inp.type.tensor_type
+        if not inp.type.HasField("tensor_type"):
+            raise ExportError(f"input '{inp.name}' is not a tensor")
+        dims = list(input_shapes[inp.name]) if input_shapes and inp.name in input_shapes else None
+        if dims is None:
+            dims = []
+            for d in t.shape.dim:
+                if not d.HasField("dim_value"):
+                    raise ExportError(f"input '{inp.name}' has a dynamic dimension '{d.dim_param}' "
+                                      f"(give input_shapes)")
+                dims.append(d.dim_value)
+        env[inp.name] = builder.input(inp.name, rml_dtype_of_onnx(t.elem_type, allow_double, f"input '{inp.name}'"),
+                                      dims)
+    for i, node in enumerate(graph.node):
+        label = node.name or f"#{i}"
+        if node.domain not in ("", "ai.onnx"):
+            raise ExportError(f"cannot lower ONNX op '{node.domain}.{node.op_type}' (node '{label}')")
+        handler = HANDLERS.get(node.op_type)
+        if handler is None:
+            raise ExportError(f"cannot lower ONNX op '{node.op_type}' (node '{label}')")
+        ctx.node = node
+        builder.origin = {"module": node.name} if node.name else None
+        try:
+            missing = [n for n in node.input if n and n not in env]
+            if missing:
+                raise ExportError(f"input '{missing[0]}' is not defined")
+            args = [env[n] if n else None for n in node.input]
+            while args and args[-1] is None:
+                args.pop()
+            outs = handler(ctx, *args, **_attrs(node))
+        except (ExportError, KeyError, TypeError, ValueError, IndexError) as e:
+            raise ExportError(f"cannot lower ONNX op '{node.op_type}' (node '{label}'): {e}") from None
+        outs = outs if isinstance(outs, (list, tuple)) else [outs]
+        for name, v in zip(node.output, outs):
+            if not name:
+                continue
+            env[name] = v
+            if v.producer is not None and not v.name:
+                v.name = name
+                if node.name and not v.producer.name:
+                    v.producer.name = node.name
+        if len([n for n in node.output if n]) > len(outs):
+            raise ExportError(f"cannot lower ONNX op '{node.op_type}' (node '{label}'): only {len(outs)} outputs")
+    for out in graph.output:
+        if out.name not in env:
+            raise ExportError(f"graph output '{out.name}' is not computed")
+        builder.output(env[out.name], out.name)
+    return builder.write(stem) if stem else builder.finish()[0]

@@ -1,0 +1,81 @@
+"""from_onnx on hand-built ONNX graphs: Gemm attributes, folded shape subgraphs, pooling, errors."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from rml_export import ExportError, from_onnx, reference
+
+rng = np.random.default_rng(3)
+
+
+def model(nodes, inputs, outputs, initializers=(), opset=13):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(a, n) for n, a in initializers])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def run(m, tmp_path, *inputs):
+    stem = str(tmp_path / "m")
+    graph = from_onnx(m, stem)
+    g, w = reference.load(stem)
+    return graph, reference.run_graph(g, w, list(inputs))
+
+
+def test_gemm_transposes_alpha_beta(tmp_path):
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal((5, 4)).astype(np.float32)
+    c = rng.standard_normal((5,)).astype(np.float32)
+    m = model([helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1, transB=1, alpha=0.5, beta=2.0)],
+              [f32("a", [4, 3])], [f32("y", [3, 5])], [("b", b), ("c", c)])
+    graph, (y,) = run(m, tmp_path, a)
+    assert np.allclose(y, 0.5 * a.T @ b.T + 2.0 * c, atol=1e-5)
+    assert [n["op"] for n in graph["nodes"]] == ["transpose", "matmul", "add"]  # b^T * alpha and 2c folded
+
+
+def test_shape_subgraph_is_folded(tmp_path):
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["d0"], axis=0),
+             helper.make_node("Unsqueeze", ["d0", "ax"], ["d0u"]),
+             helper.make_node("Concat", ["d0u", "minus1"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    inits = [("i0", np.array(0, np.int64)), ("ax", np.array([0], np.int64)), ("minus1", np.array([-1], np.int64))]
+    graph, (y,) = run(model(nodes, [f32("x", [2, 3, 4])], [f32("y", [2, 12])], inits), tmp_path, x)
+    assert [n["op"] for n in graph["nodes"]] == ["reshape"] and graph["nodes"][0]["attrs"]["shape"] == [2, 12]
+    assert np.array_equal(y, x.reshape(2, 12))
+
+
+def test_average_pool_excluding_padding(tmp_path):
+    x = rng.standard_normal((1, 1, 5, 5)).astype(np.float32)
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    _, (y,) = run(model([node], [f32("x", [1, 1, 5, 5])], [f32("y", [1, 1, 5, 5])]), tmp_path, x)
+    padded = np.pad(x[0, 0], 1)
+    ones = np.pad(np.ones((5, 5)), 1)
+    want = np.array([[padded[i:i + 3, j:j + 3].sum() / ones[i:i + 3, j:j + 3].sum() for j in range(5)]
+                     for i in range(5)])
+    assert np.allclose(y[0, 0], want, atol=1e-5)
+
+
+def test_unsupported_op_is_named():
+    m = model([helper.make_node("Det", ["x"], ["y"], name="det0")], [f32("x", [2, 2])], [f32("y", [])])
+    with pytest.raises(ExportError, match=r"cannot lower ONNX op 'Det' \(node 'det0'\)"):
+        from_onnx(m)
+
+
+def test_dynamic_dimensions_need_shapes():
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [f32("x", ["batch", 3])], [f32("y", ["batch", 3])])
+    with pytest.raises(ExportError, match="dynamic dimension 'batch'"):
+        from_onnx(m)
+    graph = from_onnx(m, input_shapes={"x": [2, 3]})
+    assert graph["values"][graph["inputs"][0]]["shape"] == [2, 3]
+
+
+def test_newer_opset_is_refused():
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [f32("x", [1])], [f32("y", [1])], opset=18)
+    with pytest.raises(ExportError, match="opset 18"):
+        from_onnx(m)

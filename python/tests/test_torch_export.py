@@ -1,0 +1,175 @@
+"""from_torch: the seed's MLP numbering, lowering of many PyTorch constructs (checked by running the NumPy
+reference interpreter against PyTorch), error messages, and the committed zoo fixtures being up to date."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import models
+from rml_export import ExportError, from_torch, reference
+from rml_export.safetensors import read_safetensors
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def run_both(module, inputs, tmp_path, tol=1e-5):
+    module.eval()
+    stem = str(tmp_path / "m")
+    graph = from_torch(module, inputs, stem)
+    with torch.no_grad():
+        want = module(*inputs)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    g, w = reference.load(stem)
+    rml_inputs = [t.numpy().astype(np.int32) if not t.is_floating_point() else t.numpy() for t in inputs]
+    got = reference.run_graph(g, w, rml_inputs)
+    for a, b in zip(got, want):
+        b = b.numpy()
+        b = b.astype(np.int32) if b.dtype.kind in "iu" else b.astype(np.float32)
+        assert a.shape == b.shape
+        assert np.max(np.abs(a.astype(np.float64) - b)) <= tol * max(1.0, np.max(np.abs(b))), np.max(np.abs(a - b))
+    return graph
+
+
+def structure(graph):
+    """Everything but names and origins: what must agree between two exports of the same model."""
+    return {"values": [(v["dtype"], v["shape"]) for v in graph["values"]], "inputs": graph["inputs"],
+            "outputs": graph["outputs"], "constants": [(c["value"], c.get("tensor")) for c in graph["constants"]],
+            "nodes": [(n["op"], n["inputs"], n["outputs"], n.get("attrs", {})) for n in graph["nodes"]]}
+
+
+def test_mlp_matches_the_seed_numbering(tmp_path):
+    model, (x,) = models.build("mlp", 2)
+    graph = run_both(model, (x,), tmp_path)
+    assert len(graph["values"]) == 15 and len(graph["constants"]) == 6 and len(graph["nodes"]) == 8
+    assert graph["inputs"] == [3] and graph["values"][3] == {"name": "x", "dtype": "f32", "shape": [2, 12]}
+    assert graph["outputs"] == [14] and graph["values"][14]["shape"] == [2, 4]
+    assert [v["name"] for v in graph["values"][:3]] == ["layers.0.bias", "layers.2.bias", "layers.4.bias"]
+    assert {"value": 4, "tensor": "const.4"} in graph["constants"]
+    assert [n["op"] for n in graph["nodes"]] == ["matmul", "add", "relu"] * 2 + ["matmul", "add"]
+    assert graph["nodes"][0]["inputs"] == [3, 4] and graph["nodes"][1]["inputs"] == [5, 0]
+    assert graph["nodes"][0]["origin"]["module"] == "layers.0"
+    assert graph["nodes"][0]["origin"]["file"] == "models.py"
+
+
+def test_mlp_is_structurally_identical_to_the_io_fixture(tmp_path):
+    path = os.path.join(ROOT, "tests", "data", "torch_mlp.json")
+    if not os.path.exists(path):
+        pytest.skip("tests/data/torch_mlp.json not present")
+    with open(path) as f:
+        fixture = json.load(f)
+    model, inputs = models.build("mlp", 2)
+    assert structure(from_torch(model, inputs)) == structure(fixture)
+
+
+class Many(nn.Module):
+    """A grab bag of constructs the lowering must get right."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 8)
+        self.ln = nn.LayerNorm(8)
+        self.bn = nn.BatchNorm1d(4)
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, idx, x):
+        e = self.ln(self.emb(idx))                                  # [2, 4, 8]
+        a, b = e.chunk(2, dim=-1)
+        y = torch.cat([F.leaky_relu(a, 0.2), F.hardswish(b)], dim=2)
+        y = y + self.bn(x)[..., None] * 0.5 - 1
+        y = y.masked_fill(y > 1.0, -2.0)
+        z = torch.stack([y[:, 1:3], y[:, ::2]], dim=1)              # [2, 2, 2, 8]
+        m, i = z.max(dim=-1)
+        w = F.log_softmax(self.lin(y).permute(0, 2, 1), dim=-1).transpose(1, 2).reshape(2, -1)
+        return m * 2, i, torch.argmax(w, dim=1), w[:, torch.tensor([3, 1])].sum(-1), torch.clamp(y, -0.5, 0.5).mean()
+
+
+def test_many_constructs(tmp_path):
+    torch.manual_seed(0)
+    module = Many()
+    module.bn.running_mean.uniform_(-1, 1)
+    graph = run_both(module, (torch.randint(0, 10, (2, 4)), torch.randn(2, 4)), tmp_path)
+    assert graph["values"][graph["inputs"][0]]["dtype"] == "i32"
+    assert graph["values"][graph["outputs"][1]]["dtype"] == "i32"
+
+
+class Attention(nn.Module):
+    def __init__(self, batch_first):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(16, 4, batch_first=batch_first)
+
+    def forward(self, q, kv, mask):
+        out, weights = self.mha(q, kv, kv, attn_mask=mask)
+        return out, weights
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multi_head_attention(tmp_path, batch_first):
+    torch.manual_seed(1)
+    q, kv = torch.randn(2, 3, 16), torch.randn(2, 5, 16)
+    if not batch_first:
+        q, kv = q.transpose(0, 1), kv.transpose(0, 1)
+    mask = torch.randn(3, 5)
+    run_both(Attention(batch_first), (q, kv, mask), tmp_path)
+
+
+def test_pooling_variants(tmp_path):
+    class Pools(nn.Module):
+        def forward(self, x):
+            return (F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True), F.avg_pool2d(x, 2),
+                    F.adaptive_avg_pool2d(x, (2, 3)), torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+    run_both(Pools(), (torch.randn(1, 2, 8, 6),), tmp_path)
+
+
+def test_conv_with_batch_norm_is_folded(tmp_path):
+    model, inputs = models.build("cnn", 1)
+    graph = run_both(model, inputs, tmp_path)
+    ops = [n["op"] for n in graph["nodes"]]
+    assert ops.count("conv2d") == 2 and ops.count("mul") == 1  # bn1, bn2 folded; bn3 follows a pool
+
+
+def test_unsupported_op_names_the_op_and_the_module():
+    class Warp(nn.Module):
+        def forward(self, x, grid):
+            return F.grid_sample(x, grid, align_corners=False)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.warp = Warp()
+
+        def forward(self, x, grid):
+            return self.warp(x, grid)
+
+    with pytest.raises(ExportError, match=r"cannot lower .*grid_sample.* at warp"):
+        from_torch(Net(), (torch.randn(1, 1, 4, 4), torch.rand(1, 2, 2, 2)))
+
+
+@pytest.mark.parametrize("name", [n for n, (_, _, committed) in models.ZOO.items() if committed])
+def test_committed_zoo_fixtures_are_current(tmp_path, name):
+    """Re-exports each committed fixture: graph JSON equal, tensors bit-identical, reference within tolerance."""
+    import gen_zoo
+    for batch in models.BATCHES:
+        gen_zoo.generate(name, batch, str(tmp_path), keep_onnx=False, check=True)
+        for stem in (f"{name}_b{batch}", f"{name}_b{batch}_onnx"):
+            committed = os.path.join(ROOT, "tests", "data", "zoo", stem)
+            with open(committed + ".json") as f, open(str(tmp_path / stem) + ".json") as g:
+                assert json.load(f) == json.load(g), f"{stem}.json is stale: run tests/zoo/gen_zoo.py --committed"
+            old, _ = read_safetensors(committed + ".safetensors")
+            new, _ = read_safetensors(str(tmp_path / stem) + ".safetensors")
+            assert old.keys() == new.keys() and all(np.array_equal(old[k], new[k]) for k in old)
+
+
+def test_average_pooling_conventions(tmp_path):
+    class Avg(nn.Module):
+        def forward(self, x):
+            return (F.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False),
+                    F.avg_pool2d(x, 3, 2, padding=1, ceil_mode=True),
+                    F.avg_pool2d(x, 2, 2, ceil_mode=True, count_include_pad=False))
+
+    run_both(Avg(), (torch.randn(1, 2, 7, 8),), tmp_path)

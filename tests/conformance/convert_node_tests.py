@@ -1,0 +1,171 @@
+#!/usr/bin/python3
+"""Converts the ONNX backend node tests (Debian's libonnx-testdata) into rml conformance cases.
+
+For every `<src>/<case>/model.onnx` with `test_data_set_0/{input,output}_<i>.pb` it tries to lower the model with
+rml_export.from_onnx and to convert its data to rml dtypes (int64 -> i32 when every value fits, bool -> f32 0/1,
+double -> f32: such cases are computed in f32 and marked `double`). A converted case is also run by the NumPy
+reference interpreter, so a lowering that computes something else is caught here, in Python, and reported.
+
+Writes into --out:
+  <case>/model.json, model.safetensors    the lowered graph
+  <case>/data.safetensors                 `input.<i>` and `output.<i>` (expected, from the ONNX test data)
+  manifest.tsv        one converted case a line: name, atol, rtol, notes
+  unsupported.tsv     one case a line: name, reason (the model or data cannot be represented or lowered)
+  mismatch.tsv        cases that lowered but whose reference-interpreter result differs: name, detail
+Exit status 0 unless the source directory is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import sys
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+
+from rml_export import ExportError, from_onnx, reference  # noqa: E402
+from rml_export.safetensors import write_safetensors  # noqa: E402
+
+DEFAULT_SRC = "/usr/share/libonnx-testdata/data/node"
+ATOL, RTOL = 1e-5, 1e-4  # |got - expected| <= ATOL + RTOL * |expected| (exact for i32 outputs)
+
+
+class Unsupported(Exception):
+    pass
+
+
+def _to_rml(array: np.ndarray, what: str, notes: set) -> np.ndarray:
+    if array.dtype == np.float32:
+        return array
+    if array.dtype == np.bool_:
+        return array.astype(np.float32)
+    if array.dtype == np.float64:
+        notes.add("double")
+        return array.astype(np.float32)
+    if array.dtype.kind in "iu":
+        info = np.iinfo(np.int32)
+        if array.size and (array.min() < info.min or array.max() > info.max):
+            raise Unsupported(f"{what}: {array.dtype} values outside the i32 range")
+        if array.dtype not in (np.int32, np.int64):
+            notes.add(str(array.dtype))
+        return array.astype(np.int32)
+    raise Unsupported(f"{what}: {array.dtype} tensors")
+
+
+def _read_pb(path: str) -> np.ndarray:
+    tensor = onnx.TensorProto()
+    with open(path, "rb") as f:
+        tensor.ParseFromString(f.read())
+    if not tensor.name and tensor.data_type == 0:
+        raise Unsupported(f"{os.path.basename(path)} is not a tensor (sequence or optional)")
+    return numpy_helper.to_array(tensor)
+
+
+def _close(got: np.ndarray, expected: np.ndarray) -> str:
+    if got.shape != expected.shape:
+        return f"shape {list(got.shape)} != {list(expected.shape)}"
+    if expected.dtype == np.int32:
+        bad = np.count_nonzero(got != expected)
+        return f"{bad} integer values differ" if bad else ""
+    both_nan = np.isnan(got) & np.isnan(expected)
+    same_inf = np.isinf(expected) & (got == expected)
+    ok = both_nan | same_inf | (np.abs(got.astype(np.float64) - expected) <= ATOL + RTOL * np.abs(expected))
+    if not np.all(ok):
+        i = int(np.argmin(ok.reshape(-1)))
+        return f"element {i}: {got.reshape(-1)[i]!r} vs {expected.reshape(-1)[i]!r}"
+    return ""
+
+
+def convert(case_dir: str, out_dir: str):
+    """Returns (notes) for a converted case; raises Unsupported / ExportError / AssertionError otherwise."""
+    data_dir = os.path.join(case_dir, "test_data_set_0")
+    model = onnx.load(os.path.join(case_dir, "model.onnx"))
+    notes: set = set()
+    for info in list(model.graph.input) + list(model.graph.output):
+        if not info.type.HasField("tensor_type"):
+            raise Unsupported(f"'{info.name}' is not a tensor")
+    inputs = [_read_pb(p) for p in sorted(glob.glob(os.path.join(data_dir, "input_*.pb")),
+                                          key=lambda p: int(p.rsplit("_", 1)[1][:-3]))]
+    outputs = [_read_pb(p) for p in sorted(glob.glob(os.path.join(data_dir, "output_*.pb")),
+                                           key=lambda p: int(p.rsplit("_", 1)[1][:-3]))]
+    graph_inputs = [i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    if len(inputs) != len(graph_inputs) or len(outputs) != len(model.graph.output):
+        raise Unsupported("test data does not match the graph's inputs/outputs (optional inputs omitted)")
+    rml_inputs = [_to_rml(a, f"input {i}", notes) for i, a in enumerate(inputs)]
+    rml_outputs = [_to_rml(a, f"output {i}", notes) for i, a in enumerate(outputs)]
+    shapes = {info.name: list(a.shape) for info, a in zip(graph_inputs, inputs)}
+    os.makedirs(out_dir, exist_ok=True)
+    stem = os.path.join(out_dir, "model")
+    graph = from_onnx(model, stem, allow_double=True, input_shapes=shapes)
+    for i, (vid, a) in enumerate(zip(graph["outputs"], rml_outputs)):
+        spec = graph["values"][vid]
+        want = "i32" if a.dtype == np.int32 else "f32"
+        if spec["dtype"] != want or spec["shape"] != list(a.shape):
+            raise Unsupported(f"output {i} lowers to {spec['dtype']} {spec['shape']}, "
+                              f"expected {want} {list(a.shape)}")
+    tensors = [(f"input.{i}", a) for i, a in enumerate(rml_inputs)]
+    tensors += [(f"output.{i}", a) for i, a in enumerate(rml_outputs)]
+    write_safetensors(os.path.join(out_dir, "data.safetensors"), tensors, {"case": os.path.basename(case_dir)})
+    g, weights = reference.load(stem)
+    with np.errstate(all="ignore"):
+        got = reference.run_graph(g, weights, rml_inputs)
+    for i, (x, e) in enumerate(zip(got, rml_outputs)):
+        problem = _close(x, e)
+        if problem:
+            raise AssertionError(f"output {i}: {problem}")
+    return notes
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", default=DEFAULT_SRC)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    if not os.path.isdir(args.src):
+        print(f"convert_node_tests: {args.src} not found (install libonnx-testdata)", file=sys.stderr)
+        return 1
+    if os.path.isdir(args.out):
+        shutil.rmtree(args.out)
+    os.makedirs(args.out)
+    converted, unsupported, mismatched = [], [], []
+    for case_dir in sorted(glob.glob(os.path.join(args.src, "test_*"))):
+        name = os.path.basename(case_dir)
+        out_dir = os.path.join(args.out, name)
+        try:
+            notes = convert(case_dir, out_dir)
+            converted.append((name, notes))
+        except (Unsupported, ExportError) as e:
+            unsupported.append((name, str(e).replace("\t", " ").replace("\n", " ")))
+            shutil.rmtree(out_dir, ignore_errors=True)
+        except AssertionError as e:
+            mismatched.append((name, str(e)))
+            shutil.rmtree(out_dir, ignore_errors=True)
+        except Exception as e:  # a converter bug must not hide the other cases
+            detail = traceback.format_exc() if args.verbose else f"{type(e).__name__}: {e}"
+            unsupported.append((name, f"converter error: {detail}".replace("\t", " ").replace("\n", " ")))
+            shutil.rmtree(out_dir, ignore_errors=True)
+    with open(os.path.join(args.out, "manifest.tsv"), "w") as f:
+        for name, notes in converted:
+            f.write(f"{name}\t{ATOL}\t{RTOL}\t{','.join(sorted(notes))}\n")
+    with open(os.path.join(args.out, "unsupported.tsv"), "w") as f:
+        for name, reason in unsupported:
+            f.write(f"{name}\t{reason}\n")
+    with open(os.path.join(args.out, "mismatch.tsv"), "w") as f:
+        for name, detail in mismatched:
+            f.write(f"{name}\t{detail}\n")
+    print(f"ONNX node tests: {len(converted)} converted, {len(unsupported)} unsupported, "
+          f"{len(mismatched)} lowered but differ in the NumPy reference (listed in mismatch.tsv)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

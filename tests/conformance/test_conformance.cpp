@@ -1,0 +1,187 @@
+// Conformance: the model zoo and the ONNX backend node tests, run by rml's executor against reference outputs.
+//
+// Zoo: every model exported by both routes (PyTorch fx and ONNX) must reproduce PyTorch's outputs within
+// max |got - ref| <= 1e-4 * max(1, max |ref|), at 1 and 2 threads. ONNX node tests: every case the converter
+// (convert_node_tests.py, a CTest fixture) lowered must match the test's expected outputs within the tolerance
+// written in its manifest (|got - ref| <= atol + rtol * |ref|; i32 outputs exactly).
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rml/exec/executor.hpp"
+#include "rml/io/graph_io.hpp"
+#include "rml/io/safetensors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Reference {
+  std::vector<rml::Tensor> inputs, outputs;
+};
+
+/// Reads `input.<i>` / `output.<i>` from a safetensors file.
+rml::Result<Reference> read_reference(const fs::path& path) {
+  RML_ASSIGN_OR_RETURN(auto reader, rml::SafetensorsReader::open(path));
+  Reference ref;
+  for (const char* kind : {"input", "output"}) {
+    auto& list = std::string_view(kind) == "input" ? ref.inputs : ref.outputs;
+    for (std::size_t i = 0;; ++i) {
+      auto t = reader.get(std::string(kind) + "." + std::to_string(i));
+      if (!t.ok()) break;
+      list.push_back(std::move(*t));
+    }
+  }
+  if (ref.outputs.empty()) return rml::invalid_argument(path.string() + ": no output.0");
+  return ref;
+}
+
+struct Tolerance {
+  double atol = 0, rtol = 0;
+  bool zoo = false;  ///< zoo rule: |got - ref| <= 1e-4 * max(1, max |ref|)
+};
+
+/// Empty when `got` matches `want`; otherwise what differs first.
+std::string compare(const rml::Tensor& got, const rml::Tensor& want, Tolerance tol) {
+  if (got.type() != want.type()) return "type " + got.type().to_string() + " != " + want.type().to_string();
+  if (want.dtype() == rml::DType::i32) {
+    auto g = got.span<std::int32_t>(), w = want.span<std::int32_t>();
+    for (std::size_t i = 0; i < w.size(); ++i)
+      if (g[i] != w[i]) return "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " != " + std::to_string(w[i]);
+    return {};
+  }
+  auto g = got.span<float>(), w = want.span<float>();
+  double bound = tol.atol;
+  if (tol.zoo) {
+    double peak = 1.0;
+    for (float x : w) peak = std::max(peak, static_cast<double>(std::fabs(x)));
+    bound = 1e-4 * peak;
+  }
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const double a = g[i], b = w[i];
+    if (std::isnan(b) && std::isnan(a)) continue;
+    if (std::isinf(b) && a == b) continue;
+    const double limit = tol.zoo ? bound : tol.atol + tol.rtol * std::fabs(b);
+    if (!(std::fabs(a - b) <= limit)) {
+      std::ostringstream os;
+      os << "element " << i << ": " << a << " vs " << b << " (|diff| " << std::fabs(a - b) << " > " << limit << ")";
+      return os.str();
+    }
+  }
+  return {};
+}
+
+/// Loads `<stem>`, runs it on the reference inputs, compares every output; empty when all match.
+std::string run_case(const fs::path& stem, const Reference& ref, Tolerance tol, int threads) {
+  auto graph = rml::load_graph(stem);
+  if (!graph.ok()) return "load: " + graph.error().to_string();
+  auto exec = rml::Executor::create(*graph, rml::ExecutorOptions{threads});
+  if (!exec.ok()) return "create: " + exec.error().to_string();
+  auto outputs = exec->run(ref.inputs);
+  if (!outputs.ok()) return "run: " + outputs.error().to_string();
+  if (outputs->size() != ref.outputs.size())
+    return std::to_string(outputs->size()) + " outputs, expected " + std::to_string(ref.outputs.size());
+  for (std::size_t i = 0; i < ref.outputs.size(); ++i) {
+    std::string problem = compare((*outputs)[i], ref.outputs[i], tol);
+    if (!problem.empty()) return "output " + std::to_string(i) + ": " + problem;
+  }
+  return {};
+}
+
+void check_zoo(const fs::path& dir, const std::vector<std::string>& models) {
+  for (const auto& model : models) {
+    for (int batch : {1, 2}) {
+      const std::string base = model + "_b" + std::to_string(batch);
+      auto ref = read_reference(dir / (base + ".expected.safetensors"));
+      REQUIRE_MESSAGE(ref.ok(), ref.error().to_string());
+      for (const char* route : {"", "_onnx"}) {
+        for (int threads : {1, 2}) {
+          const std::string problem = run_case(dir / (base + route), *ref, Tolerance{0, 0, true}, threads);
+          CHECK_MESSAGE(problem.empty(), base << route << " (" << threads << " threads): " << problem);
+        }
+      }
+    }
+  }
+}
+
+std::vector<std::vector<std::string>> read_tsv(const fs::path& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> row;
+    std::stringstream fields(line);
+    for (std::string field; std::getline(fields, field, '\t');) row.push_back(field);
+    if (!row.empty()) rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("zoo: committed models") {
+  check_zoo(fs::path(RML_TEST_DATA_DIR) / "zoo", {"mlp", "cnn", "transformer", "gpt"});
+}
+
+TEST_CASE("zoo: generated models") {
+  check_zoo(fs::path(RML_TEST_BUILD_DIR) / "conformance" / "zoo", {"resnet18", "mobilenet_v2"});
+}
+
+TEST_CASE("onnx node tests") {
+  const fs::path dir = fs::path(RML_TEST_BUILD_DIR) / "conformance" / "onnx_nodes";
+  REQUIRE_MESSAGE(fs::exists(dir / "manifest.tsv"), "run the onnx_nodes_convert fixture first");
+  const auto manifest = read_tsv(dir / "manifest.tsv");
+  const auto unsupported = read_tsv(dir / "unsupported.tsv");
+  const auto mismatch = read_tsv(dir / "mismatch.tsv");
+
+  std::vector<std::string> failures;
+  std::size_t matched = 0;
+  for (const auto& row : manifest) {
+    REQUIRE(row.size() >= 3);
+    const fs::path case_dir = dir / row[0];
+    auto ref = read_reference(case_dir / "data.safetensors");
+    std::string problem;
+    if (!ref.ok()) {
+      problem = "data: " + ref.error().to_string();
+    } else {
+      problem = run_case(case_dir / "model", *ref, Tolerance{std::stod(row[1]), std::stod(row[2]), false}, 1);
+    }
+    if (problem.empty()) {
+      ++matched;
+    } else {
+      failures.push_back(row[0] + ": " + problem);
+    }
+  }
+
+  // The report: failures first, then every unsupported case with its reason, summarised by reason.
+  std::map<std::string, int> by_reason;
+  for (const auto& row : unsupported) {
+    std::string reason = row.size() > 1 ? row[1] : "?";
+    if (auto cut = reason.find(" (node"); cut != std::string::npos) reason.resize(cut);
+    ++by_reason[reason];
+  }
+  std::ofstream report(dir / "report.txt");
+  report << "converted " << manifest.size() << ", matched " << matched << ", failed " << failures.size()
+         << ", unsupported " << unsupported.size() << ", reference mismatches " << mismatch.size() << "\n\n";
+  for (const auto& f : failures) report << "FAILED " << f << "\n";
+  for (const auto& row : mismatch) report << "MISMATCH (NumPy reference) " << row[0] << ": " << row.back() << "\n";
+  report << "\nunsupported, by reason:\n";
+  for (const auto& [reason, count] : by_reason) report << "  " << count << "  " << reason << "\n";
+  report << "\nunsupported cases:\n";
+  for (const auto& row : unsupported) report << "  " << row[0] << "  " << (row.size() > 1 ? row[1] : "") << "\n";
+
+  std::cout << "ONNX node tests: " << manifest.size() << " converted / " << matched << " matched / "
+            << unsupported.size() << " unsupported (" << mismatch.size()
+            << " lowered but differ in the NumPy reference); report: " << (dir / "report.txt").string() << "\n";
+  for (const auto& f : failures) FAIL_CHECK(f);
+  CHECK(mismatch.empty());
+  CHECK(matched >= 150);
+}
