@@ -1,0 +1,32 @@
+# Checks rml's layering: every header under include/rml/{core,ir,io,check,edit,serial} must
+# preprocess without reaching Eigen (only exec/ may), and rml/rml.hpp must compile alone
+# in a fresh translation unit with -Wall -Wextra -Wpedantic -Werror.
+# Usage: cmake -DCXX=<compiler> -DINCLUDE_DIR=<include> -DWORK_DIR=<dir> -P check_headers.cmake
+set(failed "")
+foreach(area core ir io check edit serial)
+  file(GLOB_RECURSE headers "${INCLUDE_DIR}/rml/${area}/*.hpp")
+  foreach(header ${headers})
+    execute_process(COMMAND ${CXX} -std=c++20 -I${INCLUDE_DIR} -MM -x c++ ${header}
+                    OUTPUT_VARIABLE deps ERROR_VARIABLE err RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      list(APPEND failed "${header}: does not preprocess alone:\n${err}")
+    elseif(deps MATCHES "[Ee]igen")
+      list(APPEND failed "${header}: pulls in Eigen, which only rml/exec may include")
+    endif()
+  endforeach()
+endforeach()
+
+file(MAKE_DIRECTORY ${WORK_DIR})
+file(WRITE ${WORK_DIR}/alone.cpp "#include <rml/rml.hpp>\nint main() { return rml::version.major; }\n")
+execute_process(COMMAND ${CXX} -std=c++20 -Wall -Wextra -Wpedantic -Werror -I${INCLUDE_DIR} -fsyntax-only
+                        ${WORK_DIR}/alone.cpp
+                ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  list(APPEND failed "rml/rml.hpp does not compile alone with -Werror:\n${err}")
+endif()
+
+if(failed)
+  string(REPLACE ";" "\n" text "${failed}")
+  message(FATAL_ERROR "${text}")
+endif()
+message(STATUS "headers: layering and rml.hpp alone OK")

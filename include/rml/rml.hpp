@@ -1,0 +1,18 @@
+// rml: header-only C++20 inference graphs. This umbrella includes every entry header.
+#pragma once
+
+#include "rml/version.hpp"
+
+#include "rml/core/equal.hpp"
+#include "rml/core/reflect.hpp"
+#include "rml/core/status.hpp"
+#include "rml/core/tensor.hpp"
+
+#include "rml/ir/device.hpp"
+#include "rml/ir/graph.hpp"
+#include "rml/ir/ops.hpp"
+
+#include "rml/io.hpp"
+
+#include "rml/check/compile.hpp"
+#include "rml/check/infer.hpp"
