@@ -142,13 +142,13 @@ inline Status check_signature(const OpInfo& info, std::span<const TensorType> in
       want = "at least " + std::to_string(info.min_inputs);
     else
       want = std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
-    return invalid_argument("takes " + want + (info.max_inputs == 1 && info.min_inputs == 1 ? " input" : " inputs") +
-                            ", got " + std::to_string(n));
+    const bool one = info.min_inputs == 1 && (info.max_inputs == 1 || info.max_inputs == kUnbounded);
+    return invalid_argument("takes " + want + (one ? " input" : " inputs") + ", got " + std::to_string(n));
   }
-  auto need = [&](std::size_t i, DType d, std::string_view role = "input") -> Status {
+  auto need = [&](std::size_t i, DType d, std::string_view role = {}) -> Status {
     if (in[i].dtype != d)
-      return invalid_argument(std::string(role) + " " + std::to_string(i) + " must be " + std::string(dtype_name(d)) +
-                              ", got " + in[i].to_string());
+      return invalid_argument((role.empty() ? "input " + std::to_string(i) : std::string(role)) + " must be " +
+                              std::string(dtype_name(d)) + ", got " + in[i].to_string());
     return {};
   };
   switch (info.dtypes) {
@@ -162,7 +162,7 @@ inline Status check_signature(const OpInfo& info, std::span<const TensorType> in
           return invalid_argument("input " + std::to_string(i) + " is " + in[i].to_string() + " but input 0 is " +
                                   in[0].to_string() + " (dtypes must agree)");
       break;
-    case DTypeRule::gather: RML_RETURN_IF_ERROR(need(1, DType::i32, "indices: input")); break;
+    case DTypeRule::gather: RML_RETURN_IF_ERROR(need(1, DType::i32, "indices (input 1)")); break;
     case DTypeRule::cast: break;
   }
   return {};
