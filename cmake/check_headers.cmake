@@ -16,9 +16,13 @@ foreach(area core ir io check edit serial)
   endforeach()
 endforeach()
 
+set(extra "")
+foreach(dir ${EXTRA_INCLUDES})
+  list(APPEND extra -isystem ${dir})
+endforeach()
 file(MAKE_DIRECTORY ${WORK_DIR})
 file(WRITE ${WORK_DIR}/alone.cpp "#include <rml/rml.hpp>\nint main() { return rml::version.major; }\n")
-execute_process(COMMAND ${CXX} -std=c++20 -Wall -Wextra -Wpedantic -Werror -I${INCLUDE_DIR} -fsyntax-only
+execute_process(COMMAND ${CXX} -std=c++20 -Wall -Wextra -Wpedantic -Werror -I${INCLUDE_DIR} ${extra} -DMSGPACK_NO_BOOST -fsyntax-only
                         ${WORK_DIR}/alone.cpp
                 ERROR_VARIABLE err RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)

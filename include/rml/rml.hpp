@@ -16,3 +16,10 @@
 
 #include "rml/check/compile.hpp"
 #include "rml/check/infer.hpp"
+
+#include "rml/edit/edit.hpp"
+
+#include "rml/serial/serialize.hpp"
+
+#include "rml/exec/edit_hooks.hpp"  // the executor, and Graph::run / eager ops through it
+#include "rml/exec/executor.hpp"
