@@ -178,4 +178,47 @@ inline rml::GraphDef sample_graph(bool tied = true) {
   return g;
 }
 
+/// A chain of `n` operators over one input, alternating linear layers (matmul + add with a
+/// weight and a bias) and activations, named and with origins as an exporter writes them.
+inline rml::GraphDef chain_graph(int n) {
+  using namespace rml;
+  GraphDef g;
+  g.name = "chain";
+  g.values.push_back({"x", {DType::f32, {1, 8}}});
+  g.inputs = {0};
+  const Tensor w = Tensor::from_vector(std::vector<float>(64, 0.125f), {8, 8});
+  const Tensor b = Tensor::from_vector(std::vector<float>(8, -1.0f), {8});
+  ValueId h = 0;
+  for (int i = 0; i < n; ++i) {
+    NodeDef node;
+    const std::string layer = "layers." + std::to_string(i / 3);
+    switch (i % 3) {
+      case 0:
+        g.values.push_back({layer + ".weight", {DType::f32, {8, 8}}});
+        g.constants.push_back({static_cast<ValueId>(g.values.size() - 1), layer + ".weight", w, false});
+        node.op = "matmul";
+        node.inputs = {h, static_cast<ValueId>(g.values.size() - 1)};
+        break;
+      case 1:
+        g.values.push_back({layer + ".bias", {DType::f32, {8}}});
+        g.constants.push_back({static_cast<ValueId>(g.values.size() - 1), layer + ".bias", b, false});
+        node.op = "add";
+        node.inputs = {h, static_cast<ValueId>(g.values.size() - 1)};
+        break;
+      default:
+        node.op = "gelu";
+        node.inputs = {h};
+        node.attrs = {{"approximate", std::string("tanh")}};
+    }
+    g.values.push_back({"", {DType::f32, {1, 8}}});
+    h = static_cast<ValueId>(g.values.size() - 1);
+    node.outputs = {h};
+    node.name = layer + "." + node.op;
+    node.origin = Origin{layer, "model.py", 10 + i % 3};
+    g.nodes.push_back(std::move(node));
+  }
+  g.outputs = {h};
+  return g;
+}
+
 }  // namespace serial_test

@@ -14,8 +14,11 @@
 //   map<K, V> = map of K -> V (a repeated key is refused)
 //   variant   = array [alternative index, value]           (AttrValue: 0 int64, 1 double, 2 bool, 3 string,
 //                                                           4 list of int64, 5 list of double)
-//   struct    = map {field name: value} in declaration order (base fields first). On read, the keys may come
-//               in any order; an unknown key is skipped; a missing key leaves the field at its default.
+//   struct    = map {field name: value} in declaration order (base fields first), leaving out every field
+//               whose value is what a default-constructed struct holds (equal scalars and strings, empty
+//               containers, optionals, pointers and tensors; structs whose fields are all left out).
+//               On read, the keys may come in any order; an unknown key is skipped; a missing key leaves
+//               the field at the default-constructed struct's value.
 //   shared_ptr<T> = nil
 //               | {"id": n, "type": "<TypeName>", "fields": struct}   (first occurrence; ids are 0, 1, 2, ...
 //                                                                       in order of first occurrence)
@@ -148,6 +151,8 @@ class SerialReader {
     } else if constexpr (std::is_same_v<T, Tensor>) {
       return read_tensor(out);
     } else if constexpr (Reflected<T>) {
+      // A field the writer left out holds T's default, not the enclosing struct's default member.
+      if constexpr (std::is_default_constructible_v<T> && std::is_move_assignable_v<T>) out = T{};
       return read_struct(out);
     } else if constexpr (is_vector<T>::value) {
       return read_vector(out);
@@ -547,7 +552,10 @@ class SerialReader {
         if (std::size_t{n} * sizeof(E) <= 16 * remain + 4096) out.reserve(n);
         for (std::uint32_t i = 0; i < n; ++i) {
           E e{};
-          if (!read(e)) return in_element(i);
+          bool ok;
+          if constexpr (Reflected<E>) ok = read_struct(e);  // already fresh
+          else ok = read(e);
+          if (!ok) return in_element(i);
           out.push_back(std::move(e));
         }
       }

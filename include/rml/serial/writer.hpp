@@ -149,15 +149,51 @@ class SerialWriter {
     }
   }
 
-  /// A reflected struct: a map from field name to value, in declaration order.
+  /// A reflected struct: a map from field name to value, in declaration order, leaving out the
+  /// fields that hold what a default-constructed T holds (the reader restores those by default).
   template <Reflected T>
   void write_struct(const T& obj) {
-    write_map_header(field_count_v<T>);
-    std::apply(
-        [&](const auto&... fd) {
-          ((write_str(fd.name), write(obj.*(fd.member))), ...);
-        },
-        T::fields());
+    static constexpr auto fields = T::fields();
+    constexpr std::size_t count = field_count_v<T>;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      if constexpr (count == 0) {
+        write_map_header(0);
+      } else if constexpr (std::is_default_constructible_v<T>) {
+        static const T defaults{};
+        const bool present[] = {!is_default(obj.*(std::get<I>(fields).member), defaults.*(std::get<I>(fields).member))...};
+        std::size_t n = 0;
+        for (bool p : present) n += p;
+        write_map_header(n);
+        ((present[I] ? (write_str(std::get<I>(fields).name), write(obj.*(std::get<I>(fields).member))) : void()), ...);
+      } else {
+        write_map_header(count);
+        ((write_str(std::get<I>(fields).name), write(obj.*(std::get<I>(fields).member))), ...);
+      }
+    }(std::make_index_sequence<count>{});
+  }
+
+  /// True when `v` need not be written because the reader's default `d` is the same: equal
+  /// scalars (bit for bit), strings and structs, and empty containers, optionals, pointers, tensors.
+  template <typename M>
+  static bool is_default(const M& v, const M& d) {
+    if constexpr (std::is_same_v<M, float>) {
+      return std::bit_cast<std::uint32_t>(v) == std::bit_cast<std::uint32_t>(d);
+    } else if constexpr (std::is_same_v<M, double>) {
+      return std::bit_cast<std::uint64_t>(v) == std::bit_cast<std::uint64_t>(d);
+    } else if constexpr (std::is_arithmetic_v<M> || std::is_enum_v<M> || std::is_same_v<M, std::string>) {
+      return v == d;
+    } else if constexpr (std::is_same_v<M, Tensor>) {
+      return !v.defined() && !v.is_symbolic() && !d.defined() && !d.is_symbolic();
+    } else if constexpr (Reflected<M>) {
+      return std::apply([&](const auto&... fd) { return (is_default(v.*(fd.member), d.*(fd.member)) && ...); },
+                        M::fields());
+    } else if constexpr (is_vector<M>::value || is_map<M>::value) {
+      return v.empty() && d.empty();
+    } else if constexpr (is_optional<M>::value || is_shared_ptr<M>::value) {
+      return !v && !d;
+    } else {
+      return false;  // variants are always written
+    }
   }
 
  private:
