@@ -21,7 +21,7 @@ from .ops import ExportError, normalize_axis
 
 MAX_OPSET = 17
 
-_FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+_FLOAT_TYPES = {onnx.TensorProto.FLOAT}
 _INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
               onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64}
 
@@ -195,7 +195,14 @@ def _binary(op):
     return lower
 
 
-for _n, _op in (("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("Div", "div"), ("Pow", "pow"),
+@_handles("Pow")
+def _pow(ctx, base, exponent, **a):
+    if base.dtype != "f32":
+        raise ExportError("integer Pow base (rml pow is f32)")
+    return ctx.op("pow", base, ctx.to_f32(exponent))  # an integer exponent is exact in f32 up to 2^24
+
+
+for _n, _op in (("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("Div", "div"),
                 ("Equal", "equal"), ("Less", "less"), ("Greater", "greater"), ("And", "mul"), ("Or", "maximum")):
     HANDLERS[_n] = _binary(_op)
 HANDLERS["GreaterOrEqual"] = lambda ctx, a, b, **k: ctx.op("sub", 1.0, _binary("less")(ctx, a, b))
@@ -577,7 +584,7 @@ def _tile(ctx, x, repeats, **a):
 
 @_handles("Pad")
 def _pad(ctx, x, pads=None, constant_value=None, axes=None, mode="constant", value=0.0, **a):
-    if mode != "constant":
+    if mode not in ("constant", "edge", "reflect"):
         raise ExportError(f"Pad mode '{mode}'")
     if axes is not None:
         raise ExportError("Pad with axes")
@@ -592,6 +599,21 @@ def _pad(ctx, x, pads=None, constant_value=None, axes=None, mode="constant", val
                    ends=[d - max(0, -p) for d, p in zip(x.shape, pads[rank:])], axes=list(range(rank)),
                    steps=[1] * rank)
         pads = [max(0, p) for p in pads]
+    if mode != "constant":  # edge / reflect: a gather of constant indices along each padded axis
+        for axis in range(rank):
+            begin, end = pads[axis], pads[axis + rank]
+            if begin or end:
+                d = x.shape[axis]
+                index = np.arange(-begin, d + end)
+                if mode == "edge":
+                    index = np.clip(index, 0, d - 1)
+                else:
+                    if begin >= d or end >= d:
+                        raise ExportError("reflect padding wider than the axis")
+                    index = np.abs(index)
+                    index = np.where(index >= d, 2 * (d - 1) - index, index)
+                x = ctx.op("gather", x, ctx.b.const(index.astype(np.int32)), axis=axis)
+        return x
     return ctx.op("pad", x, pads=pads, value=float(fill)) if any(pads) else x
 
 
@@ -613,6 +635,152 @@ def _space_to_depth(ctx, x, blocksize, **a):
     y = ctx.op("reshape", x, shape=[n, c, h // b, b, w // b, b])
     y = ctx.op("transpose", y, perm=[0, 3, 5, 1, 2, 4])
     return ctx.op("reshape", y, shape=[n, c * b * b, h // b, w // b])
+
+
+@_handles("Hardmax")
+def _hardmax(ctx, x, axis=None, **a):
+    rank = len(x.shape)
+    if ctx.opset >= 13:
+        axis, y = normalize_axis(-1 if axis is None else axis, rank), x
+    else:  # coerced to 2-D at `axis`
+        axis = normalize_axis(1 if axis is None else axis, rank)
+        y = ctx.op("reshape", x, shape=[math.prod(x.shape[:axis]), math.prod(x.shape[axis:])])
+    ax = axis if ctx.opset >= 13 else 1
+    index = ctx.op("cast", ctx.op("argmax", y, axis=ax, keepdims=True), to="f32")
+    shape = [1] * len(y.shape)
+    shape[ax] = y.shape[ax]
+    out = ctx.op("equal", index, ctx.b.const(np.arange(y.shape[ax], dtype=np.float32).reshape(shape)))
+    return out if ctx.opset >= 13 else ctx.op("reshape", out, shape=list(x.shape))
+
+
+@_handles("Trilu")
+def _trilu(ctx, x, k=None, upper=1, **a):
+    """Data movement only (exact for f32 and i32): masked-out cells gather a zero appended to each matrix."""
+    offset = ctx.const_ints(k, "Trilu k")[0] if k is not None else 0
+    *batch, n, m = x.shape
+    keep = np.triu(np.ones((n, m), bool), offset) if upper else np.tril(np.ones((n, m), bool), offset)
+    index = np.where(keep.reshape(-1), np.arange(n * m), n * m).astype(np.int32)
+    zero = ctx.op("expand", ctx.b.const(np.zeros([1] * (len(batch) + 1), np.float32 if x.dtype == "f32" else np.int32)),
+                  shape=batch + [1])
+    flat = ctx.op("concat", ctx.op("reshape", x, shape=batch + [n * m]), zero, axis=-1)
+    return ctx.op("reshape", ctx.op("gather", flat, ctx.b.const(index), axis=len(batch)), shape=list(x.shape))
+
+
+@_handles("CumSum")
+def _cumsum(ctx, x, axis, exclusive=0, reverse=0, **a):
+    if x.dtype != "f32":
+        raise ExportError("integer CumSum (rml matmul is f32)")
+    rank = len(x.shape)
+    ax = normalize_axis(ctx.const_ints(axis, "CumSum axis")[0], rank)
+    d = x.shape[ax]
+    i, j = np.meshgrid(np.arange(d), np.arange(d), indexing="ij")  # y[j] = sum_i x[i] * m[i, j]
+    m = (i >= j) if reverse else (i <= j)
+    if exclusive:
+        m &= i != j
+    perm = [p for p in range(rank) if p != ax] + [ax]
+    moved = ctx.op("transpose", x, perm=perm) if ax != rank - 1 else x
+    y = ctx.op("matmul", moved, ctx.b.const(m.astype(np.float32)))
+    return ctx.op("transpose", y, perm=list(np.argsort(perm))) if ax != rank - 1 else y
+
+
+@_handles("IsInf")
+def _isinf(ctx, x, detect_negative=1, detect_positive=1, **a):
+    if detect_negative and detect_positive:
+        return ctx.op("equal", ctx.op("abs", x), float("inf"))
+    if detect_positive:
+        return ctx.op("equal", x, float("inf"))
+    if detect_negative:
+        return ctx.op("equal", x, float("-inf"))
+    return ctx.b.const(np.zeros(x.shape, dtype=np.float32))
+
+
+HANDLERS["IsNaN"] = lambda ctx, x, **a: ctx.op("sub", 1.0, ctx.op("equal", x, x))  # NaN is the value != itself
+
+
+@_handles("Shrink")
+def _shrink(ctx, x, bias=0.0, lambd=0.5, **a):
+    inner = ctx.op("where", ctx.op("greater", x, lambd), ctx.op("sub", x, bias), 0.0)
+    return ctx.op("where", ctx.op("less", x, -lambd), ctx.op("add", x, bias), inner)
+
+
+@_handles("OneHot")
+def _one_hot(ctx, indices, depth, values, axis=-1, **a):
+    d = int(ctx.const_data(depth, "OneHot depth").reshape(-1)[0])
+    off, on = (float(v) for v in ctx.const_data(values, "OneHot values").reshape(-1))
+    index = ctx.to_f32(indices)
+    index = ctx.op("add", index, ctx.op("mul", ctx.op("less", index, 0.0), float(d)))  # negative indices wrap
+    rank = len(indices.shape) + 1
+    ax = normalize_axis(axis, rank)
+    shape = list(indices.shape)
+    shape.insert(ax, 1)
+    grid = [1] * rank
+    grid[ax] = d
+    hot = ctx.op("equal", ctx.op("reshape", index, shape=shape),
+                 ctx.b.const(np.arange(d, dtype=np.float32).reshape(grid)))
+    y = ctx.op("add", ctx.op("mul", hot, on - off), off)
+    return y if values.dtype == "f32" else ctx.op("cast", y, to="i32")
+
+
+@_handles("EyeLike")
+def _eye_like(ctx, x, dtype=None, k=0, **a):
+    target = x.dtype if dtype is None else rml_dtype_of_onnx(dtype, ctx.allow_double, "EyeLike dtype")
+    eye = np.eye(x.shape[0], x.shape[1], k)
+    return ctx.b.const(eye.astype(np.float32 if target == "f32" else np.int32))
+
+
+@_handles("ConvTranspose")
+def _conv_transpose(ctx, x, w, bias=None, **a):
+    """Zero-stuff the input by the stride, pad by the flipped kernel's reach, convolve with the flipped weights."""
+    x4, restore = _to_2d(ctx, x, "ConvTranspose")
+    rank1d = len(x.shape) == 3
+    if rank1d:
+        w = ctx.op("reshape", w, shape=[w.shape[0], w.shape[1], 1, w.shape[2]])
+    n, c, h, wd = x4.shape
+    groups = a.get("group", 1)
+    kernel = list(w.shape[2:])
+    strides = _spatial(a.get("strides"), [1, 1], rank1d)
+    dilations = _spatial(a.get("dilations"), [1, 1], rank1d)
+    out_pad = _spatial(a.get("output_padding"), [0, 0], rank1d)
+    reach = [dl * (k - 1) + 1 for k, dl in zip(kernel, dilations)]
+    full = [(i - 1) * s + r + op for i, s, r, op in zip((h, wd), strides, reach, out_pad)]
+    pads = a.get("pads")
+    pads = [0, 0, 0, 0] if pads is None else ([0, pads[0], 0, pads[1]] if rank1d else list(pads))
+    out_shape = a.get("output_shape")
+    auto_pad = a.get("auto_pad", "NOTSET")
+    if out_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = _spatial(out_shape, None, rank1d) if out_shape is not None else [h * strides[0], wd * strides[1]]
+        total = [f - t for f, t in zip(full, target)]
+        if auto_pad == "SAME_UPPER":
+            pads = [total[0] // 2, total[1] // 2, total[0] - total[0] // 2, total[1] - total[1] // 2]
+        else:  # SAME_LOWER, or an explicit output_shape: the odd cell (or the extra output row) at the end
+            pads = [total[0] - total[0] // 2, total[1] - total[1] // 2, total[0] // 2, total[1] // 2]
+    # 1. zero-stuff: [N, C, H, W] -> [N, C, (H-1)*sh+1, (W-1)*sw+1]
+    sh, sw = strides
+    y = x4
+    if sh > 1 or sw > 1:
+        y = ctx.op("reshape", y, shape=[n, c, h, 1, wd, 1])
+        y = ctx.op("pad", y, pads=[0] * 6 + [0, 0, 0, sh - 1, 0, sw - 1], value=0.0)
+        y = ctx.op("reshape", y, shape=[n, c, h * sh, wd * sw])
+        y = ctx.op("slice", y, starts=[0, 0], ends=[(h - 1) * sh + 1, (wd - 1) * sw + 1], axes=[2, 3], steps=[1, 1])
+    # 2. weights [C_in, C_out/g, kh, kw] -> [C_out, C_in/g, kh, kw], flipped in space
+    cin, cout_g = w.shape[0], w.shape[1]
+    wt = ctx.op("reshape", w, shape=[groups, cin // groups, cout_g] + kernel)
+    wt = ctx.op("reshape", ctx.op("transpose", wt, perm=[0, 2, 1, 3, 4]), shape=[groups * cout_g, cin // groups] + kernel)
+    for axis in (2, 3):
+        if wt.shape[axis] > 1:
+            wt = ctx.op("gather", wt, ctx.b.const(np.arange(wt.shape[axis] - 1, -1, -1, dtype=np.int32)), axis=axis)
+    # 3. a stride-1 convolution; negative padding (crop) is applied to its output
+    begin = [r - 1 - p for r, p in zip(reach, pads[:2])]
+    end = [r - 1 - p + op for r, p, op in zip(reach, pads[2:], out_pad)]
+    inputs = [y, wt] + ([bias] if bias is not None else [])
+    out = ctx.op("conv2d", *inputs, strides=[1, 1], dilations=dilations, groups=groups,
+                 pads=[max(0, begin[0]), max(0, begin[1]), max(0, end[0]), max(0, end[1])])
+    crop_begin = [max(0, -b) for b in begin]
+    crop_end = [max(0, -e) for e in end]
+    if any(crop_begin) or any(crop_end):
+        out = ctx.op("slice", out, starts=crop_begin, ends=[out.shape[2] - crop_end[0], out.shape[3] - crop_end[1]],
+                     axes=[2, 3], steps=[1, 1])
+    return restore(out)
 
 
 # -- types and constants ----------------------------------------------------------------------------------------

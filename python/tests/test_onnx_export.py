@@ -79,3 +79,19 @@ def test_newer_opset_is_refused():
     m = model([helper.make_node("Relu", ["x"], ["y"])], [f32("x", [1])], [f32("y", [1])], opset=18)
     with pytest.raises(ExportError, match="opset 18"):
         from_onnx(m)
+
+
+def test_command_line(tmp_path):
+    import subprocess
+    import sys
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [f32("x", ["n", 3])], [f32("y", ["n", 3])])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    env = {"PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[1]), "PYTHONDONTWRITEBYTECODE": "1"}
+    ok = subprocess.run([sys.executable, "-m", "rml_export", "onnx", str(path), str(tmp_path / "out"),
+                         "--shape", "x=2,3"], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert "1 nodes" in ok.stdout and (tmp_path / "out.json").exists()
+    bad = subprocess.run([sys.executable, "-m", "rml_export", "onnx", str(path), str(tmp_path / "bad")],
+                         capture_output=True, text=True, env=env)
+    assert bad.returncode == 1 and "dynamic dimension 'n'" in bad.stderr

@@ -66,6 +66,8 @@ def _read_pb(path: str) -> np.ndarray:
         tensor.ParseFromString(f.read())
     if not tensor.name and tensor.data_type == 0:
         raise Unsupported(f"{os.path.basename(path)} is not a tensor (sequence or optional)")
+    if tensor.data_type in (onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT16, onnx.TensorProto.STRING):
+        raise Unsupported(f"{os.path.basename(path)}: {onnx.TensorProto.DataType.Name(tensor.data_type)} tensors")
     return numpy_helper.to_array(tensor)
 
 
@@ -84,6 +86,38 @@ def _close(got: np.ndarray, expected: np.ndarray) -> str:
     return ""
 
 
+# Inputs that rml needs at export time (its shapes are static): shapes, axes, pads, counts. A node test feeding
+# one of these from a graph input has it bound to its test value, as an initializer, before lowering.
+STATIC_ARGS = {"Reshape": {1}, "Expand": {1}, "Tile": {1}, "Slice": {1, 2, 3, 4}, "Squeeze": {1}, "Unsqueeze": {1},
+               "Split": {1}, "Pad": {1, 2, 3}, "ConstantOfShape": {0}, "Range": {0, 1, 2}, "OneHot": {1, 2},
+               "Trilu": {1}, "CumSum": {1}, "ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1},
+               "ReduceL1": {1}, "ReduceL2": {1}, "ReduceLogSum": {1}, "ReduceLogSumExp": {1},
+               "ReduceSumSquare": {1}}
+
+
+def _bind_static_inputs(model: onnx.ModelProto, inputs: list, notes: set):
+    """Moves graph inputs used only as static arguments into initializers; returns the remaining inputs."""
+    graph = model.graph
+    initialized = {t.name for t in graph.initializer}
+    graph_inputs = [i for i in graph.input if i.name not in initialized]
+    uses = {}
+    for node in graph.node:
+        for pos, name in enumerate(node.input):
+            uses.setdefault(name, []).append(pos in STATIC_ARGS.get(node.op_type, ()))
+    kept_infos, kept_data = [], []
+    for info, data in zip(graph_inputs, inputs):
+        if uses.get(info.name) and all(uses[info.name]):
+            graph.initializer.append(numpy_helper.from_array(data, info.name))
+            notes.add(f"bound:{info.name}")
+        else:
+            kept_infos.append(info)
+            kept_data.append(data)
+    if len(kept_infos) != len(graph_inputs):
+        del graph.input[:]
+        graph.input.extend(kept_infos)
+    return kept_data
+
+
 def convert(case_dir: str, out_dir: str):
     """Returns (notes) for a converted case; raises Unsupported / ExportError / AssertionError otherwise."""
     data_dir = os.path.join(case_dir, "test_data_set_0")
@@ -99,6 +133,8 @@ def convert(case_dir: str, out_dir: str):
     graph_inputs = [i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
     if len(inputs) != len(graph_inputs) or len(outputs) != len(model.graph.output):
         raise Unsupported("test data does not match the graph's inputs/outputs (optional inputs omitted)")
+    inputs = _bind_static_inputs(model, inputs, notes)
+    graph_inputs = list(model.graph.input)
     rml_inputs = [_to_rml(a, f"input {i}", notes) for i, a in enumerate(inputs)]
     rml_outputs = [_to_rml(a, f"output {i}", notes) for i, a in enumerate(outputs)]
     shapes = {info.name: list(a.shape) for info, a in zip(graph_inputs, inputs)}
