@@ -105,7 +105,7 @@ Status gather_kernel(const Kernel& kernel, const KernelArgs& args) {
   for (std::int64_t j = 0; j < p.count; ++j) {
     const std::int64_t v = indices[j];
     if (v < -p.axis || v >= p.axis)
-      return out_of_range("gather: index " + std::to_string(v) + " (at position " + std::to_string(j) +
+      return out_of_range("index " + std::to_string(v) + " (at position " + std::to_string(j) +
                           ") is out of range for an axis of size " + std::to_string(p.axis));
   }
   T* y = out_ptr<T>(args);

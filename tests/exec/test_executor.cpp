@@ -1,0 +1,194 @@
+// The executor: the MLP fixture, input/output checks, fusion, the arena, threads, and that
+// run_into allocates nothing in steady state.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "rml/exec/eager.hpp"
+#include "rml/exec/executor.hpp"
+#include "rml/io/graph_io.hpp"
+#include "rml/io/safetensors.hpp"
+
+// Counts heap allocations made through operator new while `counting` is set. This executable
+// holds only rml's exec tests, so replacing the global operator new here is safe.
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+void* counted(std::size_t n, std::size_t align) {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
+  if (n == 0) n = 1;
+  void* p = align <= alignof(std::max_align_t) ? std::malloc(n) : std::aligned_alloc(align, (n + align - 1) / align * align);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"  // the replacements pair malloc with free
+#endif
+void* operator new(std::size_t n) { return counted(n, 0); }
+void* operator new[](std::size_t n) { return counted(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted(n, static_cast<std::size_t>(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted(n, static_cast<std::size_t>(a)); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+using namespace rml;
+namespace fs = std::filesystem;
+
+namespace {
+
+Graph mlp() { return load_graph(fs::path(RML_TEST_DATA_DIR) / "torch_mlp").value(); }
+
+Tensor expected_mlp(const char* name) {
+  auto reader = SafetensorsReader::open(fs::path(RML_TEST_DATA_DIR) / "torch_mlp.expected.safetensors").value();
+  return reader.get(name).value();
+}
+
+TensorType f32(Shape s) { return {DType::f32, std::move(s)}; }
+
+/// x [64, 64] -> add c0 -> add c1 -> ... (n adds; binary ops are never fused with each other).
+Graph add_chain(int n) {
+  GraphDef g;
+  g.values.push_back({"x", f32({64, 64})});
+  g.inputs = {0};
+  ValueId prev = 0;
+  for (int i = 0; i < n; ++i) {
+    g.values.push_back({"", f32({64})});
+    const auto c = static_cast<ValueId>(g.values.size() - 1);
+    g.constants.push_back({c, "", Tensor::from_vector(std::vector<float>(64, 1.0f), Shape{64}), false});
+    g.values.push_back({"", f32({64, 64})});
+    const auto out = static_cast<ValueId>(g.values.size() - 1);
+    NodeDef node;
+    node.op = "add";
+    node.inputs = {prev, c};
+    node.outputs = {out};
+    g.nodes.push_back(node);
+    prev = out;
+  }
+  g.values[prev].name = "y";
+  g.outputs = {prev};
+  return Graph(std::move(g));
+}
+
+}  // namespace
+
+TEST_CASE("the MLP fixture matches its reference output") {
+  const Tensor x = expected_mlp("x"), y = expected_mlp("y");
+  for (int threads : {1, 2, 0}) {
+    auto exec = Executor::create(mlp(), {threads});
+    REQUIRE_MESSAGE(exec.ok(), exec.error().to_string());
+    // matmul + bias add + relu fuse into one step per layer.
+    CHECK(exec->step_count() == 3);
+    auto out = exec->run({x});
+    REQUIRE_MESSAGE(out.ok(), out.error().to_string());
+    REQUIRE(out->size() == 1);
+    REQUIRE((*out)[0].type() == y.type());
+    const auto got = (*out)[0].span<float>(), want = y.span<float>();
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-5f * (1 + std::abs(want[i])));
+  }
+}
+
+TEST_CASE("run checks its inputs and run_into its outputs, naming them") {
+  auto exec = Executor::create(mlp(), {1}).value();
+  const Tensor x = expected_mlp("x");
+  CHECK(exec.run({}).error().to_string() == "INVALID_ARGUMENT: run: the graph takes 1 inputs, got 0");
+  CHECK(exec.run({x, x}).error().to_string() == "INVALID_ARGUMENT: run: the graph takes 1 inputs, got 2");
+  CHECK(exec.run({Tensor::zeros(f32({3, 12}))}).error().to_string() ==
+        "INVALID_ARGUMENT: run: input 0 (\"x\") must be f32 [2, 12], got f32 [3, 12]");
+  CHECK(exec.run({Tensor::zeros(DType::i32, {2, 12})}).error().to_string() ==
+        "INVALID_ARGUMENT: run: input 0 (\"x\") must be f32 [2, 12], got i32 [2, 12]");
+  CHECK(exec.run({Tensor()}).error().to_string() ==
+        "INVALID_ARGUMENT: run: input 0 (\"x\") must be f32 [2, 12], got no data");
+  std::vector<Tensor> outs;
+  CHECK(exec.run_into(std::vector{x}, outs).to_string() == "INVALID_ARGUMENT: run_into: expects 1 outputs, got 0");
+  outs = {Tensor::zeros(f32({2, 5}))};
+  CHECK(exec.run_into(std::vector{x}, outs).to_string() ==
+        "INVALID_ARGUMENT: run_into: output 0 (\"y\") must be a writable f32 [2, 4] tensor, got f32 [2, 5]");
+}
+
+TEST_CASE("create refuses a graph that does not check, with infer_types' message") {
+  GraphDef g = mlp().def();
+  g.values[14].type = f32({2, 5});
+  CHECK(Executor::create(Graph(g)).error().to_string() ==
+        "INVALID_ARGUMENT: node 7 (add, layers.4 at mlp.py:12) produces f32 [2, 4] but y is recorded as f32 [2, 5]");
+}
+
+TEST_CASE("the arena reuses buffers along a chain") {
+  auto exec = Executor::create(add_chain(10), {1}).value();
+  CHECK(exec.step_count() == 10);
+  // Nine intermediates of 16 KiB live two at a time; the output goes straight to the caller.
+  CHECK(exec.intermediate_bytes() == 9 * 64 * 64 * 4);
+  CHECK(exec.arena_bytes() == 2 * 64 * 64 * 4);
+  auto out = exec.run({Tensor::from_vector(std::vector<float>(64 * 64, 0.5f), Shape{64, 64})}).value();
+  for (float v : out[0].span<float>()) REQUIRE(v == 10.5f);
+}
+
+TEST_CASE("run_into allocates nothing in steady state") {
+  const Tensor x = expected_mlp("x");
+  for (int threads : {1, 2}) {
+    auto exec = Executor::create(mlp(), {threads}).value();
+    std::vector<Tensor> in{x}, out{Tensor::zeros(exec.output_type(0))};
+    REQUIRE(exec.run_into(in, out).ok());  // the first run creates the workspace
+    allocations = 0;
+    counting = true;
+    Status st;
+    for (int i = 0; i < 10; ++i) st = exec.run_into(in, out);
+    counting = false;
+    CHECK(st.ok());
+    CHECK(allocations.load() == 0);
+  }
+}
+
+TEST_CASE("concurrent runs on one executor give identical outputs") {
+  auto exec = Executor::create(mlp(), {2}).value();
+  const Tensor x = expected_mlp("x");
+  const Tensor want = exec.run({x}).value()[0];
+  std::atomic<int> mismatches{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        auto out = exec.run({x});
+        if (!out.ok()) ++failures;
+        else if (!(*out)[0].equal(want)) ++mismatches;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(failures.load() == 0);
+  CHECK(mismatches.load() == 0);
+}
+
+TEST_CASE("gather reports a bad index as OUT_OF_RANGE and reads nothing out of bounds") {
+  NodeDef node;
+  node.op = "gather";
+  const Tensor data = Tensor::from_vector(std::vector<float>{1, 2, 3}, Shape{3});
+  auto bad = run_node(node, std::vector{data, Tensor::from_vector(std::vector<std::int32_t>{0, -4}, Shape{2})});
+  CHECK(bad.error().to_string() ==
+        "OUT_OF_RANGE: gather: index -4 (at position 1) is out of range for an axis of size 3");
+  auto ok = run_node(node, std::vector{data, Tensor::from_vector(std::vector<std::int32_t>{-1, 0}, Shape{2})});
+  REQUIRE(ok.ok());
+  CHECK((*ok)[0].to_vector<float>() == std::vector<float>{3, 1});
+}
+
+TEST_CASE("run_node refuses what compile_op refuses") {
+  NodeDef node;
+  node.op = "relu";
+  CHECK(run_node(node, std::vector{Tensor::zeros(DType::i32, {2})}).error().to_string() ==
+        "INVALID_ARGUMENT: relu: input 0 must be f32, got i32 [2]");
+  CHECK(run_node(node, std::vector{Tensor()}).error().to_string() ==
+        "INVALID_ARGUMENT: relu: input 0 holds no data");
+}
