@@ -1,0 +1,860 @@
+// rml._rml: the pybind11 bindings behind the `rml` Python package. Every call forwards to rml's headers;
+// the only logic here is conversion (NumPy <-> Tensor, Status -> exception, Python callbacks).
+//
+// Conventions:
+// - A failed Status or Result raises the rml.Error subclass of its code (rml.InvalidArgumentError, ...),
+//   carrying the C++ message unchanged; `code_name` is a class attribute of each subclass.
+// - Tensors and NumPy arrays share memory both ways: np.asarray(tensor) is a view (buffer protocol), and a
+//   C-contiguous, aligned float32/int32 array becomes a Tensor whose storage holds the array.
+// - A Python callback's own exception (a trace function, a partition function) stops the C++ call and is
+//   re-raised unchanged once it returns.
+// - Graph.run and Executor.run release the GIL while the kernels run.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rml/core/equal.hpp"
+#include "rml/core/status.hpp"
+#include "rml/core/tensor.hpp"
+#include "rml/edit/edit.hpp"
+#include "rml/exec/edit_hooks.hpp"
+#include "rml/exec/executor.hpp"
+#include "rml/io/graph_io.hpp"
+#include "rml/ir/graph.hpp"
+#include "rml/serial/serialize.hpp"
+#include "rml/version.hpp"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace rml::python {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+constexpr std::size_t kCodeCount = static_cast<std::size_t>(Code::internal) + 1;
+
+/// The exception class of each code (index 0, Code::ok, holds the base class rml.Error). Created once
+/// at import; module objects live as long as the interpreter, so the references are never dropped.
+std::array<PyObject*, kCodeCount> error_classes{};
+
+[[noreturn]] void throw_status(const Status& status) { throw Error(status); }
+
+void check(const Status& status) {
+  if (!status.ok()) throw_status(status);
+}
+
+template <typename T>
+T unwrap(Result<T>&& result) {
+  if (!result.ok()) throw_status(result.error());
+  return std::move(*result);
+}
+
+/// Creates rml.Error and one subclass per code; each class says its code in `code_name`.
+void define_errors(py::module_& m) {
+  struct Row {
+    Code code;
+    const char* name;
+    PyObject* builtin;  // a standard exception the class also derives from, so generic handlers work
+    const char* doc;
+  };
+  const Row rows[] = {
+      {Code::invalid_argument, "InvalidArgumentError", PyExc_ValueError,
+       "An argument the call cannot take (INVALID_ARGUMENT); also a ValueError."},
+      {Code::failed_precondition, "FailedPreconditionError", nullptr,
+       "A graph the call cannot take in its present state, e.g. a finalized one (FAILED_PRECONDITION)."},
+      {Code::not_found, "NotFoundError", PyExc_LookupError, "A missing file, node or value (NOT_FOUND); also a LookupError."},
+      {Code::out_of_range, "OutOfRangeError", PyExc_IndexError,
+       "An index outside its range, e.g. a gather index at run time (OUT_OF_RANGE); also an IndexError."},
+      {Code::unsupported, "UnsupportedError", PyExc_NotImplementedError,
+       "Something this build or format version does not support (UNSUPPORTED); also a NotImplementedError."},
+      {Code::data_loss, "DataLossError", nullptr, "Truncated or corrupt data (DATA_LOSS)."},
+      {Code::internal, "InternalError", nullptr, "A bug, or a foreign exception inside a C++ call (INTERNAL)."},
+  };
+  py::dict base_attrs("code_name"_a = "UNKNOWN", "code"_a = py::none());
+  PyObject* base = PyErr_NewExceptionWithDoc("rml.Error", "The base class of every error rml raises.",
+                                             PyExc_Exception, base_attrs.ptr());
+  if (base == nullptr) throw py::error_already_set();
+  error_classes[0] = base;
+  m.add_object("Error", py::handle(base));
+  for (const Row& row : rows) {
+    py::dict attrs("code_name"_a = std::string(code_name(row.code)), "code"_a = py::cast(row.code));
+    py::tuple bases = row.builtin ? py::make_tuple(py::handle(base), py::handle(row.builtin)) : py::make_tuple(py::handle(base));
+    const std::string qualified = std::string("rml.") + row.name;
+    PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), row.doc, bases.ptr(), attrs.ptr());
+    if (cls == nullptr) throw py::error_already_set();
+    error_classes[static_cast<std::size_t>(row.code)] = cls;
+    m.add_object(row.name, py::handle(cls));
+  }
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      const auto index = static_cast<std::size_t>(e.code());
+      PyObject* cls = index < kCodeCount && error_classes[index] ? error_classes[index] : error_classes[0];
+      PyErr_SetString(cls, e.what());
+    }
+  });
+}
+
+/// Runs Python callbacks from inside a C++ call. A Python exception is kept and the C++ call is
+/// stopped with an rml::Error; rethrow_pending() then raises the Python exception unchanged.
+class PythonCallbacks {
+ public:
+  template <typename F>
+  auto call(F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (py::error_already_set& e) {
+      if (!pending_) pending_.emplace(std::move(e));
+      throw Error(Code::internal, "a Python callback raised an exception");
+    }
+  }
+  void rethrow_pending() {
+    if (!pending_) return;
+    py::error_already_set e = std::move(*pending_);
+    pending_.reset();
+    throw e;
+  }
+
+ private:
+  std::optional<py::error_already_set> pending_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tensors and NumPy
+
+/// Storage over a NumPy array's memory; holds a reference to the array so the bytes outlive it.
+class NumpyStorage final : public Storage {
+ public:
+  explicit NumpyStorage(py::array array)
+      : Storage(static_cast<std::byte*>(const_cast<void*>(array.data())), static_cast<std::size_t>(array.nbytes()),
+                array.writeable()),
+        array_(std::move(array)) {}
+  NumpyStorage(const NumpyStorage&) = delete;
+  NumpyStorage& operator=(const NumpyStorage&) = delete;
+  // The last tensor may die on a thread that does not hold the GIL (a run with the GIL released).
+  ~NumpyStorage() override {
+    if (!Py_IsInitialized()) {
+      array_.release();  // the interpreter is gone; so is the array
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    array_ = py::array();
+  }
+
+ private:
+  py::array array_;
+};
+
+py::module_ numpy() { return py::module_::import("numpy"); }
+
+/// The rml dtype of a NumPy dtype: float32 and int32 map, anything else is INVALID_ARGUMENT.
+DType dtype_of_numpy(const py::dtype& dt, const char* what) {
+  if (dt.kind() == 'f' && dt.itemsize() == 4) return DType::f32;
+  if (dt.kind() == 'i' && dt.itemsize() == 4) return DType::i32;
+  throw Error(Code::invalid_argument, std::string(what) + ": rml has the dtypes f32 and i32 (float32, int32); got " +
+                                          py::str(static_cast<const py::handle&>(dt)).cast<std::string>());
+}
+
+/// A dtype argument: rml.DType, "f32"/"i32"/"float32"/"int32", or anything numpy.dtype() takes.
+DType dtype_arg(const py::handle& h, const char* what = "dtype") {
+  if (py::isinstance<DType>(h)) return h.cast<DType>();
+  if (py::isinstance<py::str>(h)) {
+    const auto s = h.cast<std::string>();
+    if (auto d = parse_dtype(s)) return *d;
+  }
+  return dtype_of_numpy(py::dtype::from_args(py::reinterpret_borrow<py::object>(h)), what);
+}
+
+/// The dtype rml gives data of this NumPy dtype when none is asked for: floats f32, integers and booleans i32.
+DType default_dtype(const py::dtype& dt, const char* what) {
+  switch (dt.kind()) {
+    case 'f': return DType::f32;
+    case 'i': case 'u': case 'b': return DType::i32;
+    default: return dtype_of_numpy(dt, what);
+  }
+}
+
+/// `data` (a Tensor, a NumPy array, or anything numpy.asarray takes) as a Tensor of `dtype` (default: from
+/// the data). A C-contiguous, aligned array of that dtype is shared, not copied.
+Tensor to_tensor(const py::handle& data, std::optional<DType> dtype, const char* what = "rml.tensor") {
+  if (py::isinstance<Tensor>(data)) {
+    const Tensor& t = data.cast<const Tensor&>();
+    if (dtype && *dtype != t.dtype())
+      throw Error(Code::invalid_argument, std::string(what) + ": the tensor is " + t.type().to_string() + ", not " +
+                                              std::string(dtype_name(*dtype)) + "; convert it with rml.cast");
+    return t;
+  }
+  py::array array = numpy().attr("asarray")(data);
+  const DType target = dtype ? *dtype : default_dtype(array.dtype(), what);
+  // An integer array wider than int32 must fit: rml stores int64 indices as int32.
+  if (target == DType::i32 && array.dtype().kind() != 'f' && array.dtype().itemsize() > 4 && array.size() > 0) {
+    const auto lo = array.attr("min")().cast<long double>();
+    const auto hi = array.attr("max")().cast<long double>();
+    if (lo < INT32_MIN || hi > INT32_MAX)
+      throw Error(Code::invalid_argument, std::string(what) + ": integers outside int32's range cannot become i32");
+  }
+  // Converts only when the dtype, byte order or layout differs; a matching array comes back as is.
+  if (target == DType::f32) array = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(array);
+  else array = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>::ensure(array);
+  if (!array) throw py::error_already_set();
+  if (reinterpret_cast<std::uintptr_t>(array.data()) % element_size(target) != 0) array = array.attr("copy")();
+  std::vector<std::int64_t> dims(array.shape(), array.shape() + array.ndim());
+  TensorType type{target, Shape(std::move(dims))};
+  return Tensor::view(std::move(type), std::make_shared<NumpyStorage>(std::move(array)), 0);
+}
+
+std::optional<DType> optional_dtype(const py::object& dtype) {
+  if (dtype.is_none()) return std::nullopt;
+  return dtype_arg(dtype);
+}
+
+/// Two operands of a binary op: a Python scalar or array next to a Tensor takes the Tensor's dtype.
+std::pair<Tensor, Tensor> operands(const py::handle& a, const py::handle& b) {
+  const bool ta = py::isinstance<Tensor>(a), tb = py::isinstance<Tensor>(b);
+  if (ta && !tb) {
+    Tensor x = a.cast<Tensor>();
+    return {x, to_tensor(b, x.dtype(), "operand")};
+  }
+  if (tb && !ta) {
+    Tensor y = b.cast<Tensor>();
+    return {to_tensor(a, y.dtype(), "operand"), y};
+  }
+  return {to_tensor(a, std::nullopt, "operand"), to_tensor(b, std::nullopt, "operand")};
+}
+
+py::buffer_info tensor_buffer(const Tensor& t) {
+  if (!t.defined())
+    throw Error(Code::failed_precondition, t.is_symbolic()
+                                               ? "Tensor: a symbolic tensor (inside rml.trace) holds no data"
+                                               : "Tensor: the tensor holds no data");
+  const auto itemsize = static_cast<py::ssize_t>(element_size(t.dtype()));
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  std::vector<py::ssize_t> strides(shape.size());
+  py::ssize_t stride = itemsize;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  const std::string format =
+      t.dtype() == DType::f32 ? py::format_descriptor<float>::format() : py::format_descriptor<std::int32_t>::format();
+  return {const_cast<std::byte*>(t.raw_data()), itemsize, format, static_cast<py::ssize_t>(shape.size()),
+          std::move(shape), std::move(strides), !t.storage()->writable()};
+}
+
+py::object tensor_as_numpy(const py::object& self) { return numpy().attr("asarray")(self); }
+
+/// A shape given as reshape(2, 3), reshape((2, 3)) or reshape([2, 3]).
+std::vector<std::int64_t> dims_arg(const py::args& args) {
+  if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return args[0].cast<std::vector<std::int64_t>>();
+  return args.cast<std::vector<std::int64_t>>();
+}
+
+std::string tensor_repr(const py::object& self) {
+  const Tensor& t = self.cast<const Tensor&>();
+  const std::string head = "rml.Tensor(" + t.type().to_string() + ", ";
+  if (!t.defined()) return head + (t.is_symbolic() ? "symbolic)" : "no data)");
+  // Rows after the first line up under the first, as NumPy's own repr does.
+  return head + py::str(numpy().attr("array2string")(tensor_as_numpy(self), "separator"_a = ", ", "prefix"_a = head))
+                    .cast<std::string>() + ")";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Devices
+
+Device device_arg(const py::handle& h) {
+  if (py::isinstance<Device>(h)) return h.cast<Device>();
+  const auto text = h.cast<std::string>();
+  if (auto d = Device::parse(text)) return *d;
+  throw Error(Code::invalid_argument, "device: '" + text + "' is not a device; write cpu, cpu:N, gpu or gpu:N");
+}
+
+/// rml.to(tensor, device): rml's tensors live in host memory, so any CPU device holds them as they are.
+Tensor tensor_to(const Tensor& t, const py::handle& device) {
+  const Device d = device_arg(device);
+  if (!d.is_cpu() && !Device::has_accelerator())
+    throw Error(Code::unsupported, "to: this build has no accelerator; " + d.to_string() + " is not available");
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Graphs
+
+/// Python sequences of tensors (or array-likes) as the inputs of a run.
+std::vector<Tensor> run_inputs(const py::iterable& inputs) {
+  std::vector<Tensor> out;
+  for (const py::handle& h : inputs) out.push_back(to_tensor(h, std::nullopt, "run"));
+  return out;
+}
+
+std::vector<Tensor> run_graph(const Graph& graph, const py::iterable& inputs) {
+  std::vector<Tensor> in = run_inputs(inputs);
+  Result<std::vector<Tensor>> out = [&] {
+    py::gil_scoped_release nogil;
+    return graph.run(in);
+  }();
+  return unwrap(std::move(out));
+}
+
+std::string graph_repr(const Graph& g) {
+  if (g.consumed()) return "<rml.Graph '" + g.name() + "' (consumed)>";
+  const auto join = [](const std::vector<std::string>& names) {
+    std::string s;
+    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  };
+  return "<rml.Graph '" + g.name() + "': " + std::to_string(g.def().nodes.size()) + " operators, inputs (" +
+         join(g.input_names()) + "), outputs (" + join(g.output_names()) + ")" +
+         (g.finalized() ? ", finalized>" : ">");
+}
+
+/// `encoder.h` for one end of a connection.
+std::string endpoint_text(const Endpoint& e) { return e.part + "." + e.name; }
+
+/// Python graphs lent to a C++ merge: moved into GraphParts, and moved back (consumed or untouched)
+/// however the call ends, so each Python Graph object keeps the body its views point into.
+class LentParts {
+ public:
+  LentParts(const std::vector<std::pair<std::string, Graph*>>& parts) {
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      Graph* g = parts[i].second;
+      if (g == nullptr) throw Error(Code::invalid_argument, "merge: part '" + parts[i].first + "' is None, not a Graph");
+      for (std::size_t j = 0; j < i; ++j)
+        if (owners_[j] == g)
+          throw Error(Code::invalid_argument, "merge: parts '" + parts[j].first + "' and '" + parts[i].first +
+                                                  "' are the same Graph object; pass a copy() for the second");
+      owners_.push_back(g);
+    }
+    for (std::size_t i = 0; i < parts.size(); ++i) parts_.push_back({parts[i].first, std::move(*owners_[i])});
+  }
+  LentParts(const LentParts&) = delete;
+  LentParts& operator=(const LentParts&) = delete;
+  ~LentParts() {
+    for (std::size_t i = 0; i < parts_.size(); ++i) *owners_[i] = std::move(parts_[i].graph);
+  }
+  std::vector<GraphPart>& parts() { return parts_; }
+
+ private:
+  std::vector<Graph*> owners_;
+  std::vector<GraphPart> parts_;
+};
+
+using EndpointPair = std::pair<std::string, std::string>;
+
+py::tuple merge_parts(const std::vector<std::pair<std::string, Graph*>>& parts,
+                      const std::vector<std::pair<EndpointPair, EndpointPair>>& connections, IoNames io_names,
+                      CrossDevice cross_device) {
+  std::vector<Connection> links;
+  for (const auto& [from, to] : connections) links.push_back({{from.first, from.second}, {to.first, to.second}});
+  MergeOptions options;
+  options.io_names = io_names;
+  options.cross_device = cross_device;
+  Result<MergedGraph> merged = [&] {
+    LentParts lent(parts);
+    return merge(lent.parts(), links, options);
+  }();
+  MergedGraph m = unwrap(std::move(merged));
+  return py::make_tuple(std::move(m.graph), std::move(m.renames));
+}
+
+/// (parts as a dict in order, connections as ("part.output", "part.input") pairs).
+py::tuple split_result(SplitGraph&& split) {
+  py::dict parts;
+  for (GraphPart& p : split.parts) parts[py::str(p.name)] = py::cast(std::move(p.graph));
+  py::list connections;
+  for (const Connection& c : split.connections) connections.append(py::make_tuple(endpoint_text(c.from), endpoint_text(c.to)));
+  return py::make_tuple(std::move(parts), std::move(connections));
+}
+
+py::tuple split_graph(Graph& graph, const py::object& cut_or_function) {
+  if (py::isinstance<ValueCut>(cut_or_function)) return split_result(unwrap(split(graph, cut_or_function.cast<const ValueCut&>())));
+  if (!PyCallable_Check(cut_or_function.ptr()))
+    throw Error(Code::invalid_argument, "split: pass a ValueCut (graph.min_value_cut()) or a function from Node to str");
+  PythonCallbacks callbacks;
+  Result<SplitGraph> parts = split(graph, [&](const Node& node) -> std::string {
+    return callbacks.call([&] {
+      py::object part = cut_or_function(node);
+      if (!py::isinstance<py::str>(part))
+        throw Error(Code::invalid_argument, "the partition function returned " +
+                                                py::str(py::type::handle_of(part).attr("__name__")).cast<std::string>() +
+                                                ", not a str");
+      return part.cast<std::string>();
+    });
+  });
+  callbacks.rethrow_pending();
+  return split_result(unwrap(std::move(parts)));
+}
+
+/// The outputs a trace function returned: one Tensor, or a list or tuple of them.
+std::vector<Tensor> trace_outputs(const py::object& out) {
+  if (py::isinstance<Tensor>(out)) return {out.cast<Tensor>()};
+  if (!py::isinstance<py::list>(out) && !py::isinstance<py::tuple>(out))
+    throw Error(Code::invalid_argument, "trace: the function must return a Tensor or a list of Tensors, not " +
+                                            py::str(py::type::handle_of(out).attr("__name__")).cast<std::string>());
+  std::vector<Tensor> outputs;
+  for (const py::handle& h : out) {
+    if (!py::isinstance<Tensor>(h))
+      throw Error(Code::invalid_argument, "trace: the function returned a list holding a " +
+                                              py::str(py::type::handle_of(h).attr("__name__")).cast<std::string>() +
+                                              "; return the Tensors the rml ops computed");
+    outputs.push_back(h.cast<Tensor>());
+  }
+  return outputs;
+}
+
+Graph trace_graph(const py::function& fn, const std::vector<TensorSpec>& signature, std::string name,
+                  const std::vector<std::string>& output_names) {
+  PythonCallbacks callbacks;
+  Result<Graph> graph = trace(
+      [&](const std::vector<Tensor>& inputs) {
+        return callbacks.call([&] {
+          py::list args;
+          for (const Tensor& t : inputs) args.append(py::cast(t));
+          return trace_outputs(fn(args));
+        });
+      },
+      signature, std::move(name), output_names);
+  callbacks.rethrow_pending();
+  return unwrap(std::move(graph));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Serialization
+
+std::span<const std::uint8_t> bytes_of(const py::buffer_info& info) {
+  return {static_cast<const std::uint8_t*>(info.ptr), static_cast<std::size_t>(info.size * info.itemsize)};
+}
+
+// ---------------------------------------------------------------------------------------------
+// The module
+
+template <Tensor (*Op)(const Tensor&, const Tensor&)>
+void def_binary(py::module_& m, const char* name, const char* doc) {
+  m.def(
+      name,
+      [](const py::object& a, const py::object& b) {
+        auto [x, y] = operands(a, b);
+        return Op(x, y);
+      },
+      "a"_a, "b"_a, doc);
+}
+
+void define_core(py::module_& m) {
+  py::enum_<Code>(m, "Code", "rml's error codes; every rml.Error subclass names one in `code`.")
+      .value("ok", Code::ok)
+      .value("invalid_argument", Code::invalid_argument)
+      .value("failed_precondition", Code::failed_precondition)
+      .value("not_found", Code::not_found)
+      .value("out_of_range", Code::out_of_range)
+      .value("unsupported", Code::unsupported)
+      .value("data_loss", Code::data_loss)
+      .value("internal", Code::internal);
+  m.def("code_name", [](Code c) { return std::string(code_name(c)); }, "code"_a, "INVALID_ARGUMENT, ...");
+
+  py::enum_<DType>(m, "DType", "Element types: f32 (float32) and i32 (int32).")
+      .value("f32", DType::f32)
+      .value("i32", DType::i32);
+  m.attr("float32") = DType::f32;
+  m.attr("int32") = DType::i32;
+  m.def("dtype_name", [](const py::object& d) { return std::string(dtype_name(dtype_arg(d))); }, "dtype"_a);
+
+  py::class_<TensorType>(m, "TensorType", "A dtype and a static shape, printed `f32 [2, 16]`.")
+      .def(py::init([](const py::object& dtype, std::vector<std::int64_t> shape) {
+             return TensorType{dtype_arg(dtype), Shape(std::move(shape))};
+           }),
+           "dtype"_a, "shape"_a)
+      .def_readonly("dtype", &TensorType::dtype)
+      .def_property_readonly("shape", [](const TensorType& t) { return py::tuple(py::cast(t.shape.dims())); })
+      .def("__eq__", [](const TensorType& a, const TensorType& b) { return a == b; })
+      .def("__hash__", [](const TensorType& t) { return py::hash(py::make_tuple(t.dtype, py::cast(t.shape.dims()))); })
+      .def("__str__", &TensorType::to_string)
+      .def("__repr__", [](const TensorType& t) { return "rml.TensorType(" + t.to_string() + ")"; });
+
+  py::enum_<DeviceKind>(m, "DeviceKind").value("cpu", DeviceKind::cpu).value("gpu", DeviceKind::gpu);
+  py::class_<Device>(m, "Device", "A CPU (cpu(0), cpu(1), ... each with its own workspace and threads) or an accelerator.")
+      .def(py::init([](const std::string& text) { return device_arg(py::str(text)); }), "text"_a,
+           "Parses cpu, cpu:N, gpu or gpu:N.")
+      .def_static("cpu", &Device::cpu, "index"_a = 0)
+      .def_static("gpu", &Device::gpu, "The accelerator when this build has one, otherwise cpu(0).")
+      .def_static("has_accelerator", &Device::has_accelerator)
+      .def_readonly("kind", &Device::kind)
+      .def_readonly("index", &Device::index)
+      .def("is_cpu", &Device::is_cpu)
+      .def("__eq__", [](const Device& a, const py::object& b) {
+        return (py::isinstance<Device>(b) || py::isinstance<py::str>(b)) && a == device_arg(b);
+      })
+      .def("__hash__", [](const Device& d) { return py::hash(py::make_tuple(d.kind, d.index)); })
+      .def("__str__", &Device::to_string)
+      .def("__repr__", [](const Device& d) { return "rml.Device('" + d.to_string() + "')"; });
+  py::implicitly_convertible<py::str, Device>();
+}
+
+void define_tensor(py::module_& m) {
+  py::class_<Tensor>(m, "Tensor", py::buffer_protocol(),
+                     "A dense row-major tensor (f32 or i32). np.asarray(t) shares its memory; "
+                     "rml.Tensor(array) shares a C-contiguous float32/int32 array's memory.")
+      .def(py::init([](const py::object& data, const py::object& dtype) { return to_tensor(data, optional_dtype(dtype)); }),
+           "data"_a, "dtype"_a = py::none())
+      .def_buffer(&tensor_buffer)
+      .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape().dims())); })
+      .def_property_readonly("type", &Tensor::type)
+      .def_property_readonly("ndim", &Tensor::rank)
+      .def_property_readonly("size", &Tensor::numel)
+      .def_property_readonly("nbytes", &Tensor::nbytes)
+      .def_property_readonly("is_symbolic", &Tensor::is_symbolic)
+      .def_property_readonly(
+          "device", [](const Tensor&) { return Device::cpu(); },
+          "Where the bytes are: host memory, cpu:0 (this build has no accelerator).")
+      .def(
+          "reshape",
+          [](const Tensor& t, const py::args& args) {
+            const auto dims = dims_arg(args);
+            return t.is_symbolic() ? ops::reshape(t, dims) : t.reshape(dims);
+          },
+          "The same data under another shape (one dimension may be -1); a view, or a reshape op while tracing.")
+      .def("numpy", &tensor_as_numpy, "A NumPy array sharing this tensor's memory.")
+      .def("tolist", [](const py::object& self) { return tensor_as_numpy(self).attr("tolist")(); })
+      .def("item", [](const py::object& self) { return tensor_as_numpy(self).attr("item")(); })
+      .def("clone", &Tensor::clone, "A tensor with its own copy of the bytes.")
+      .def("equal", &Tensor::equal, "other"_a, "Same dtype, shape and bytes.")
+      .def("__len__",
+           [](const Tensor& t) {
+             if (t.rank() == 0) throw py::type_error("len() of a 0-d rml.Tensor");
+             return t.shape()[0];
+           })
+      .def("__repr__", &tensor_repr)
+      .def("__neg__", [](const Tensor& t) { return ops::neg(t); })
+      .def("__add__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::add(x, y); })
+      .def("__radd__", [](const py::object& a, const py::object& b) { auto [y, x] = operands(b, a); return ops::add(y, x); })
+      .def("__sub__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::sub(x, y); })
+      .def("__rsub__", [](const py::object& a, const py::object& b) { auto [y, x] = operands(b, a); return ops::sub(y, x); })
+      .def("__mul__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::mul(x, y); })
+      .def("__rmul__", [](const py::object& a, const py::object& b) { auto [y, x] = operands(b, a); return ops::mul(y, x); })
+      .def("__truediv__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::div(x, y); })
+      .def("__rtruediv__", [](const py::object& a, const py::object& b) { auto [y, x] = operands(b, a); return ops::div(y, x); })
+      .def("__pow__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::pow(x, y); })
+      .def("__matmul__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::matmul(x, y); })
+      .def("__rmatmul__", [](const py::object& a, const py::object& b) { auto [y, x] = operands(b, a); return ops::matmul(y, x); });
+  // Arrays, lists and floats convert to tensors wherever a Tensor is expected (copied only when needed).
+  py::implicitly_convertible<py::array, Tensor>();
+  py::implicitly_convertible<py::list, Tensor>();
+  py::implicitly_convertible<py::tuple, Tensor>();
+  py::implicitly_convertible<py::float_, Tensor>();
+
+  m.def(
+      "tensor", [](const py::object& data, const py::object& dtype) { return to_tensor(data, optional_dtype(dtype)); },
+      "data"_a, "dtype"_a = py::none(),
+      "A Tensor from a Tensor, a NumPy array or nested lists; dtype defaults to f32 for floats and i32 for integers. "
+      "A C-contiguous float32/int32 array of the requested dtype is shared, not copied.");
+  m.def(
+      "zeros", [](const py::object& dtype, std::vector<std::int64_t> shape) { return Tensor::zeros(dtype_arg(dtype), Shape(std::move(shape))); },
+      "dtype"_a, "shape"_a);
+  m.def("to", &tensor_to, "tensor"_a, "device"_a,
+        "The tensor on `device`. Tensors live in host memory, so a CPU device returns it as it is; "
+        "UNSUPPORTED for an accelerator this build does not have.");
+}
+
+void define_ops(py::module_& m) {
+  using Fn1 = Tensor (*)(const Tensor&);
+  const std::pair<const char*, Fn1> unary[] = {
+      {"neg", &ops::neg},   {"abs", &ops::abs},   {"relu", &ops::relu},   {"sigmoid", &ops::sigmoid},
+      {"tanh", &ops::tanh}, {"exp", &ops::exp},   {"log", &ops::log},     {"sqrt", &ops::sqrt},
+      {"rsqrt", &ops::rsqrt}, {"reciprocal", &ops::reciprocal}, {"erf", &ops::erf}, {"silu", &ops::silu},
+      {"sin", &ops::sin},   {"cos", &ops::cos},   {"copy", &ops::copy},
+  };
+  for (const auto& [name, fn] : unary) m.def(name, fn, "x"_a);
+  m.def("gelu", &ops::gelu, "x"_a, "approximate"_a = "none", "approximate: 'none' (erf form) or 'tanh'.");
+
+  def_binary<&ops::add>(m, "add", "a + b, NumPy broadcasting.");
+  def_binary<&ops::sub>(m, "sub", "a - b.");
+  def_binary<&ops::mul>(m, "mul", "a * b.");
+  def_binary<&ops::div>(m, "div", "a / b.");
+  def_binary<&ops::pow>(m, "pow", "a ** b.");
+  def_binary<&ops::maximum>(m, "maximum", "The larger of a and b, elementwise.");
+  def_binary<&ops::minimum>(m, "minimum", "The smaller of a and b, elementwise.");
+  def_binary<&ops::equal>(m, "equal", "1 where a == b, else 0 (f32).");
+  def_binary<&ops::less>(m, "less", "1 where a < b, else 0 (f32).");
+  def_binary<&ops::greater>(m, "greater", "1 where a > b, else 0 (f32).");
+  def_binary<&ops::matmul>(m, "matmul", "NumPy matmul.");
+  m.def("where", &ops::where, "cond"_a, "a"_a, "b"_a, "a where cond != 0, else b (broadcast together).");
+
+  m.def(
+      "conv2d",
+      [](const Tensor& x, const Tensor& w, std::optional<Tensor> bias, ops::Ints strides, ops::Ints pads,
+         ops::Ints dilations, std::int64_t groups) {
+        return ops::conv2d(x, w, bias, {std::move(strides), std::move(pads), std::move(dilations), groups});
+      },
+      "x"_a, "w"_a, "bias"_a = py::none(), "strides"_a = ops::Ints{1, 1}, "pads"_a = ops::Ints{0, 0, 0, 0},
+      "dilations"_a = ops::Ints{1, 1}, "groups"_a = 1, "NCHW convolution; w is [O, C/groups, kH, kW]; pads top, left, bottom, right.");
+  m.def("max_pool2d", &ops::max_pool2d, "x"_a, "kernel"_a, "strides"_a = ops::Ints{}, "pads"_a = ops::Ints{0, 0, 0, 0});
+  m.def("avg_pool2d", &ops::avg_pool2d, "x"_a, "kernel"_a, "strides"_a = ops::Ints{}, "pads"_a = ops::Ints{0, 0, 0, 0},
+        "count_include_pad"_a = true);
+
+  using Reduce = Tensor (*)(const Tensor&, const ops::Ints&, bool);
+  const std::pair<const char*, Reduce> reductions[] = {
+      {"sum", &ops::sum}, {"mean", &ops::mean}, {"max", &ops::max}, {"min", &ops::min}};
+  for (const auto& [name, fn] : reductions)
+    m.def(name, fn, "x"_a, "axes"_a = ops::Ints{}, "keepdims"_a = false, "Reduces over `axes` (empty: all).");
+  m.def("softmax", &ops::softmax, "x"_a, "axis"_a = -1);
+  m.def("argmax", &ops::argmax, "x"_a, "axis"_a, "keepdims"_a = false, "i32 indices of the largest elements.");
+
+  m.def("reshape", &ops::reshape, "x"_a, "shape"_a);
+  m.def("transpose", &ops::transpose, "x"_a, "perm"_a = ops::Ints{}, "perm empty: reversed axes.");
+  m.def("concat", &ops::concat, "xs"_a, "axis"_a);
+  m.def("slice", &ops::slice, "x"_a, "starts"_a, "ends"_a, "axes"_a = ops::Ints{}, "steps"_a = ops::Ints{});
+  m.def("expand", &ops::expand, "x"_a, "shape"_a);
+  m.def("pad", &ops::pad, "x"_a, "pads"_a, "value"_a = 0.0, "pads: the begin of every axis, then the end of every axis.");
+  m.def("gather", &ops::gather, "data"_a, "indices"_a, "axis"_a = 0, "indices are i32; negative indices wrap.");
+  m.def("cast", [](const Tensor& x, const py::object& to) { return ops::cast(x, dtype_arg(to)); }, "x"_a, "to"_a);
+}
+
+void define_graph(py::module_& m) {
+  py::enum_<OpCode> op_code(m, "OpCode", "Every op of the op set, by its CamelCase name (Relu, MatMul, ...).");
+  for (std::size_t i = 0; i < op_count; ++i) {
+    const auto c = static_cast<OpCode>(i);
+    op_code.value(std::string(op_code_name(c)).c_str(), c);
+  }
+  m.def("op_name", [](OpCode c) { return std::string(op_name(c)); }, "code"_a, "The snake_case name (matmul).");
+  m.def("op_code_name", [](OpCode c) { return std::string(op_code_name(c)); }, "code"_a, "The CamelCase name (MatMul).");
+  m.def("find_op", [](const std::string& name) { return find_op(name); }, "name"_a, "The OpCode of a snake_case op name, or None.");
+
+  py::enum_<NodeKind>(m, "NodeKind").value("input", NodeKind::input).value("op", NodeKind::op);
+  py::enum_<NameKind>(m, "NameKind").value("node", NameKind::node).value("input", NameKind::input).value("output", NameKind::output);
+  py::enum_<IoNames>(m, "IoNames")
+      .value("prefix_on_collision", IoNames::prefix_on_collision)
+      .value("prefix_always", IoNames::prefix_always)
+      .value("keep", IoNames::keep);
+  py::enum_<CrossDevice>(m, "CrossDevice").value("move", CrossDevice::move).value("refuse", CrossDevice::refuse);
+
+  py::class_<Value>(m, "Value", "A view of a value: a graph input, a constant or an operator's output.")
+      .def_property_readonly("id", &Value::id)
+      .def_property_readonly("name", &Value::name)
+      .def_property_readonly("type", &Value::type)
+      .def_property_readonly("dtype", [](const Value& v) { return v.type().dtype; })
+      .def_property_readonly("shape", [](const Value& v) { return py::tuple(py::cast(v.type().shape.dims())); })
+      .def_property_readonly("is_constant", &Value::is_constant)
+      .def("check", [](const Value& v) { check(v.check()); }, "Raises InvalidArgumentError once the graph no longer holds the value.")
+      .def("producer", [](const Value& v) { return unwrap(v.producer()); })
+      .def("consumers", [](const Value& v) { return unwrap(v.consumers()); })
+      .def("__eq__", [](const Value& a, const Value& b) { return a == b; })
+      .def("__hash__", [](const Value& v) { return py::hash(py::make_tuple(v.id(), v.name())); })
+      .def("__repr__", [](const Value& v) { return "<rml.Value " + v.name() + ": " + v.type().to_string() + ">"; });
+
+  py::class_<Node>(m, "Node", "A view of a graph input (NodeKind.input) or an operator (NodeKind.op).")
+      .def_property_readonly("kind", &Node::kind)
+      .def_property_readonly("name", &Node::name)
+      .def_property_readonly(
+          "op_code", [](const Node& n) { return n.op_code() == OpCode::count_ ? std::nullopt : std::optional<OpCode>(n.op_code()); },
+          "The operator's OpCode; None for an input or an op the table does not know.")
+      .def_property_readonly("index", &Node::index)
+      .def("check", [](const Node& n) { check(n.check()); }, "Raises InvalidArgumentError once the graph no longer holds the node.")
+      .def("input", [](const Node& n, std::size_t i) { return unwrap(n.input(i)); }, "i"_a)
+      .def("output", [](const Node& n, std::size_t i) { return unwrap(n.output(i)); }, "i"_a)
+      .def("inputs", [](const Node& n) { return unwrap(n.inputs()); })
+      .def("outputs", [](const Node& n) { return unwrap(n.outputs()); })
+      .def("attrs", [](const Node& n) { return unwrap(n.def()).attrs; }, "The operator's attributes, as a dict.")
+      .def("__eq__", [](const Node& a, const Node& b) { return a == b; })
+      .def("__hash__", [](const Node& n) { return py::hash(py::make_tuple(n.index(), n.name())); })
+      .def("__repr__", [](const Node& n) {
+        return "<rml.Node " + n.name() + " (" +
+               (n.kind() == NodeKind::input ? std::string("input") : std::string(op_code_name(n.op_code()))) + ")>";
+      });
+
+  py::class_<Edge>(m, "Edge", "One operator input: `value`, produced by `from_`, read by `to` at input `port`.")
+      .def_property_readonly("from_", &Edge::from)
+      .def_property_readonly("to", &Edge::to)
+      .def_property_readonly("value", &Edge::value)
+      .def_property_readonly("port", &Edge::port)
+      .def("check", [](const Edge& e) { check(e.check()); })
+      .def("__repr__", [](const Edge& e) {
+        return "<rml.Edge " + e.from().name() + " -> " + e.to().name() + "[" + std::to_string(e.port()) + "]>";
+      });
+
+  py::class_<ValueCut>(m, "ValueCut", "The values the operators before a cut hand to those after it.")
+      .def_readonly("values", &ValueCut::values)
+      .def_readonly("bytes", &ValueCut::bytes)
+      .def_readonly("before", &ValueCut::before)
+      .def_readonly("flops_before", &ValueCut::flops_before)
+      .def_readonly("exact", &ValueCut::exact)
+      .def("__repr__", [](const ValueCut& c) {
+        std::string names;
+        for (const Value& v : c.values) names += (names.empty() ? "" : ", ") + v.name();
+        return "<rml.ValueCut (" + names + "): " + std::to_string(c.bytes) + " bytes>";
+      });
+
+  py::class_<Rename>(m, "Rename", "A name a merge changed.")
+      .def_readonly("part", &Rename::part)
+      .def_readonly("kind", &Rename::kind)
+      .def_readonly("from_", &Rename::from)
+      .def_readonly("to", &Rename::to)
+      .def("__repr__", [](const Rename& r) {
+        const char* kind = r.kind == NameKind::node ? "node" : r.kind == NameKind::input ? "input" : "output";
+        return "<rml.Rename " + r.part + " " + kind + " " + r.from + " -> " + r.to + ">";
+      });
+
+  py::class_<Graph>(m, "Graph", "A graph: what load_graph, trace and deserialize return, and what merge, split, extract, "
+                                "optimize, finalize and run work on.")
+      .def_property_readonly("name", &Graph::name)
+      .def_property_readonly("producer", [](const Graph& g) { return g.def().producer; })
+      .def_property_readonly("finalized", &Graph::finalized)
+      .def_property_readonly("consumed", &Graph::consumed)
+      .def_property_readonly("device", &Graph::device)
+      .def("copy", [](const Graph& g) { return Graph(g); }, "A copy of the structure that shares the weights.")
+      .def("__copy__", [](const Graph& g) { return Graph(g); })
+      .def("__deepcopy__", [](const Graph& g, const py::object&) { return Graph(g); }, "memo"_a)
+      .def("nodes", &Graph::nodes, "Graph inputs first, then operators in order.")
+      .def("node", [](const Graph& g, std::string_view name) { return unwrap(g.node(name)); }, "name"_a)
+      .def("find_nodes", &Graph::find_nodes, "op_code"_a)
+      .def("values", &Graph::values)
+      .def("value", [](const Graph& g, std::string_view name) { return unwrap(g.value(name)); }, "name"_a)
+      .def("edges", &Graph::edges)
+      .def("input_names", &Graph::input_names)
+      .def("output_names", &Graph::output_names)
+      .def("to", [](Graph& g, const py::object& device) { check(g.to(device_arg(device))); }, "device"_a,
+           "Places every node on `device`; FailedPreconditionError once finalized.")
+      .def(
+          "min_value_cut",
+          [](const Graph& g, double min_flops_before, double max_flops_before) {
+            return unwrap(g.min_value_cut(CutOptions{min_flops_before, max_flops_before}));
+          },
+          "min_flops_before"_a = 0.0, "max_flops_before"_a = 1.0,
+          "The cut through values that hands the fewest bytes on; the bounds limit the FLOPs share before it.")
+      .def(
+          "merge",
+          [](Graph& first, Graph& second, const std::vector<std::pair<std::string, std::string>>& io_map) {
+            if (&first == &second) throw Error(Code::invalid_argument, "merge: a graph cannot be merged into itself; merge a copy()");
+            return unwrap(first.merge(second, io_map));
+          },
+          "second"_a, "io_map"_a = std::vector<std::pair<std::string, std::string>>{},
+          "Merges `second` into this graph, feeding each (output, input) pair of io_map; consumes `second` and "
+          "returns the names of it that changed.")
+      .def("optimize", [](Graph& g) { check(g.optimize()); })
+      .def("finalize", [](Graph& g) { check(g.finalize()); }, "Type-checks and compiles; a finalized graph runs.")
+      .def("run", &run_graph, "inputs"_a, "Runs a finalized graph on tensors or arrays; releases the GIL meanwhile.")
+      .def("__repr__", &graph_repr);
+
+  py::class_<TensorSpec>(m, "TensorSpec", "One input of a trace: its name, dtype and shape.")
+      .def(py::init([](std::string name, const py::object& dtype, std::vector<std::int64_t> shape) {
+             return TensorSpec{std::move(name), dtype_arg(dtype), Shape(std::move(shape))};
+           }),
+           "name"_a, "dtype"_a, "shape"_a)
+      .def_readonly("name", &TensorSpec::name)
+      .def_readonly("dtype", &TensorSpec::dtype)
+      .def_property_readonly("shape", [](const TensorSpec& s) { return py::tuple(py::cast(s.shape.dims())); })
+      .def("__repr__", [](const TensorSpec& s) {
+        return "rml.TensorSpec('" + s.name + "', " + TensorType{s.dtype, s.shape}.to_string() + ")";
+      });
+  m.def("_trace", &trace_graph, "fn"_a, "signature"_a, "name"_a, "output_names"_a);
+
+  m.def("_merge", &merge_parts, "parts"_a, "connections"_a, "io_names"_a, "cross_device"_a);
+  m.def("_split", &split_graph, "graph"_a, "cut_or_function"_a);
+  m.def(
+      "_extract",
+      [](Graph& graph, const std::vector<Value>& inputs, const std::vector<Value>& outputs) {
+        return unwrap(extract(graph, inputs, outputs));
+      },
+      "graph"_a, "inputs"_a, "outputs"_a);
+}
+
+void define_io_and_serial(py::module_& m) {
+  m.def(
+      "load_graph",
+      [](const std::filesystem::path& stem) {
+        Result<Graph> graph = [&] {
+          py::gil_scoped_release nogil;
+          return load_graph(stem);
+        }();
+        return unwrap(std::move(graph));
+      },
+      "stem"_a, "Loads <stem>.json and, when it exists, <stem>.safetensors (weights are mapped, not copied).");
+  m.def("save_graph", [](const Graph& g, const std::filesystem::path& stem) { check(save_graph(g, stem)); }, "graph"_a,
+        "stem"_a, "Writes <stem>.json and <stem>.safetensors.");
+  m.def("parse_graph", [](std::string_view json) { return unwrap(parse_graph(json, nullptr)); }, "json"_a,
+        "A graph from rml-graph JSON whose constants are all inline.");
+
+  m.def(
+      "serialize", [](const Graph& g) {
+        const std::vector<std::uint8_t> bytes = serialize(g);
+        return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      },
+      "graph"_a, "The graph as one self-contained rml-msgpack document (weights included).");
+  m.def(
+      "deserialize",
+      [](const py::buffer& data) {
+        const py::buffer_info info = data.request();
+        return unwrap(deserialize<Graph>(bytes_of(info)));
+      },
+      "data"_a, "The graph serialize() wrote; DataLossError for truncated or corrupt bytes.");
+  m.def("serialize_to_file", [](const Graph& g, const std::filesystem::path& path) { check(serialize_to_file(g, path)); },
+        "graph"_a, "path"_a);
+  m.def("deserialize_from_file", [](const std::filesystem::path& path) { return unwrap(deserialize_from_file<Graph>(path)); },
+        "path"_a);
+  m.def(
+      "structural_equal",
+      [](const Graph& a, const Graph& b, bool map_names) { return structural_equal(a.def(), b.def(), EqualOptions{map_names}); },
+      "a"_a, "b"_a, "map_names"_a = false,
+      "True when the graphs hold the same fields; map_names compares up to renaming values and nodes.");
+  m.def(
+      "assert_structural_equal",
+      [](const Graph& a, const Graph& b, bool map_names) {
+        check(assert_structural_equal(a.def(), b.def(), EqualOptions{map_names}));
+      },
+      "a"_a, "b"_a, "map_names"_a = false, "Raises InvalidArgumentError naming the first difference by path.");
+}
+
+void define_executor(py::module_& m) {
+  py::class_<ExecutorOptions>(m, "ExecutorOptions")
+      .def(py::init([](int threads) { return ExecutorOptions{threads}; }), "threads"_a = 0)
+      .def_readwrite("threads", &ExecutorOptions::threads, "Intra-op threads, the caller included; 0 = all cores.");
+  py::class_<Executor>(m, "Executor", "A checked graph compiled into kernels over one planned arena; run() is thread-safe.")
+      .def_static(
+          "create", [](const Graph& g, const ExecutorOptions& options) { return unwrap(Executor::create(g, options)); },
+          "graph"_a, "options"_a = ExecutorOptions{})
+      .def(
+          "run",
+          [](const Executor& e, const py::iterable& inputs) {
+            std::vector<Tensor> in = run_inputs(inputs);
+            Result<std::vector<Tensor>> out = [&] {
+              py::gil_scoped_release nogil;
+              return e.run(std::span<const Tensor>(in));
+            }();
+            return unwrap(std::move(out));
+          },
+          "inputs"_a, "Runs on tensors or arrays in input order; releases the GIL meanwhile.")
+      .def_property_readonly("input_names", &Executor::input_names)
+      .def_property_readonly("output_names", &Executor::output_names)
+      .def("input_type", &Executor::input_type, "i"_a)
+      .def("output_type", &Executor::output_type, "i"_a)
+      .def_property_readonly("arena_bytes", &Executor::arena_bytes)
+      .def_property_readonly("threads", &Executor::threads);
+}
+
+}  // namespace
+}  // namespace rml::python
+
+PYBIND11_MODULE(_rml, m) {
+  using namespace rml::python;
+  m.doc() = "rml's C++ core; import `rml` rather than this module.";
+  m.attr("__version__") = std::to_string(RML_VERSION_MAJOR) + "." + std::to_string(RML_VERSION_MINOR) + "." +
+                          std::to_string(RML_VERSION_PATCH);
+  define_core(m);
+  define_errors(m);
+  define_tensor(m);
+  define_ops(m);
+  define_graph(m);
+  define_io_and_serial(m);
+  define_executor(m);
+}
