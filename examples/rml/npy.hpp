@@ -1,0 +1,158 @@
+// Reading NumPy .npy files into rml tensors, for `rml run --input name=file.npy`.
+//
+// Byte layout (format versions 1.0, 2.0 and 3.0):
+//
+//   offset 0   6 bytes  "\x93NUMPY"
+//   offset 6   u8 major, u8 minor
+//   offset 8   u16 (v1) or u32 (v2, v3) little-endian header length H
+//   then       H bytes of a Python dict literal, padded with spaces and ended by '\n':
+//                {'descr': '<f4', 'fortran_order': False, 'shape': (2, 12), }
+//   then       the array's bytes, row-major unless fortran_order
+//
+// Read: descr `<f4` and `<i4` as they are, `<f8` narrowed to f32 and `<i8` to i32 (an i8 value
+// outside i32 is refused); `|` or `=` in place of `<` on this little-endian build. Anything else
+// (big-endian, other dtypes, Fortran order) is UNSUPPORTED; a damaged file is DATA_LOSS.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include <rml/core/status.hpp>
+#include <rml/core/tensor.hpp>
+#include <rml/io/detail/file.hpp>
+
+namespace rml_cli {
+
+namespace npy_detail {
+
+// The text after `'key':` in the header dict, with leading spaces skipped; empty when absent.
+inline std::string_view dict_value(std::string_view header, std::string_view key) {
+  const std::string quoted = "'" + std::string(key) + "'";
+  auto at = header.find(quoted);
+  if (at == std::string_view::npos) return {};
+  at = header.find(':', at + quoted.size());
+  if (at == std::string_view::npos) return {};
+  std::string_view rest = header.substr(at + 1);
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  return rest;
+}
+
+template <typename T>
+T load_le(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);  // little-endian host (checked by the caller's static_assert)
+  return v;
+}
+
+}  // namespace npy_detail
+
+/// Reads an .npy file into a new tensor. NOT_FOUND when missing; DATA_LOSS when damaged
+/// (bad magic, truncated header or data, unparsable header); UNSUPPORTED for a dtype, byte
+/// order or layout rml does not read; OUT_OF_RANGE for an i8 value outside i32.
+inline rml::Result<rml::Tensor> read_npy(const std::filesystem::path& path) {
+  using namespace npy_detail;
+  static_assert(std::endian::native == std::endian::little, "rml: read_npy assumes a little-endian host");
+  const std::string where = path.string() + ": ";
+  RML_ASSIGN_OR_RETURN(std::string bytes, rml::detail::read_file(path));
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
+    return rml::data_loss(where + "not an .npy file (no \\x93NUMPY magic)");
+  const auto major = static_cast<unsigned char>(bytes[6]);
+  std::size_t header_len = 0;
+  std::size_t header_start = 0;
+  if (major == 1) {
+    header_len = load_le<std::uint16_t>(bytes.data() + 8);
+    header_start = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) return rml::data_loss(where + "truncated header");
+    header_len = load_le<std::uint32_t>(bytes.data() + 8);
+    header_start = 12;
+  } else {
+    return rml::unsupported(where + ".npy format version " + std::to_string(major) + " (rml reads 1, 2 and 3)");
+  }
+  if (header_len > bytes.size() - header_start)
+    return rml::data_loss(where + "header length " + std::to_string(header_len) + " goes beyond the end of the file");
+  const std::string_view header(bytes.data() + header_start, header_len);
+
+  // descr
+  std::string_view descr = dict_value(header, "descr");
+  if (descr.size() < 2 || descr.front() != '\'') return rml::data_loss(where + "header has no 'descr'");
+  descr.remove_prefix(1);
+  descr = descr.substr(0, descr.find('\''));
+  const auto refuse = [&] {
+    return rml::unsupported(where + "dtype '" + std::string(descr) + "' (rml reads little-endian f4, f8, i4, i8)");
+  };
+  // A byte order of '<' (little), '|' (not applicable) or '=' (native, little here), then the type.
+  if (descr.size() != 3 || (descr[0] != '<' && descr[0] != '|' && descr[0] != '=')) return refuse();
+  const std::string_view type = descr.substr(1);
+  std::size_t stored_size = 0;
+  rml::DType dtype = rml::DType::f32;
+  if (type == "f4" || type == "f8") {
+    stored_size = type == "f4" ? 4 : 8;
+  } else if (type == "i4" || type == "i8") {
+    stored_size = type == "i4" ? 4 : 8;
+    dtype = rml::DType::i32;
+  } else {
+    return refuse();
+  }
+
+  // fortran_order
+  const std::string_view order = dict_value(header, "fortran_order");
+  if (order.substr(0, 4) == "True") return rml::unsupported(where + "Fortran-ordered arrays are not read; save a C-ordered copy");
+  if (order.substr(0, 5) != "False") return rml::data_loss(where + "header has no 'fortran_order'");
+
+  // shape: (d0, d1, ...) with an optional trailing comma
+  std::string_view shape_text = dict_value(header, "shape");
+  if (shape_text.empty() || shape_text.front() != '(') return rml::data_loss(where + "header has no 'shape'");
+  const auto close = shape_text.find(')');
+  if (close == std::string_view::npos) return rml::data_loss(where + "header's 'shape' is not closed");
+  shape_text = shape_text.substr(1, close - 1);
+  rml::Shape shape;
+  while (!shape_text.empty()) {
+    while (!shape_text.empty() && (shape_text.front() == ' ' || shape_text.front() == ',')) shape_text.remove_prefix(1);
+    if (shape_text.empty()) break;
+    std::int64_t dim = 0;
+    std::size_t digits = 0;
+    while (digits < shape_text.size() && shape_text[digits] >= '0' && shape_text[digits] <= '9') {
+      if (dim > (std::numeric_limits<std::int64_t>::max() - 9) / 10) return rml::data_loss(where + "a dimension is too large");
+      dim = dim * 10 + (shape_text[digits] - '0');
+      ++digits;
+    }
+    if (digits == 0) return rml::data_loss(where + "header's 'shape' is not a tuple of integers");
+    shape.push_back(dim);
+    shape_text.remove_prefix(digits);
+  }
+  const auto numel = shape.checked_numel();
+  if (!numel || *numel > static_cast<std::int64_t>(std::numeric_limits<std::size_t>::max() / 16))
+    return rml::data_loss(where + "shape " + shape.to_string() + " is too large");
+
+  const std::size_t data_start = header_start + header_len;
+  const auto count = static_cast<std::size_t>(*numel);
+  if (bytes.size() - data_start < count * stored_size)
+    return rml::data_loss(where + "truncated: " + shape.to_string() + " of " + std::string(type) + " needs " +
+                          std::to_string(count * stored_size) + " bytes of data, the file has " +
+                          std::to_string(bytes.size() - data_start));
+  const char* data = bytes.data() + data_start;
+  rml::Tensor tensor = rml::Tensor::zeros(dtype, shape);
+  if (stored_size == 4) {
+    if (count) std::memcpy(tensor.mutable_raw_data(), data, count * 4);
+  } else if (type == "f8") {
+    float* out = tensor.mutable_data<float>();
+    for (std::size_t i = 0; i < count; ++i) out[i] = static_cast<float>(load_le<double>(data + 8 * i));
+  } else {
+    std::int32_t* out = tensor.mutable_data<std::int32_t>();
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto v = load_le<std::int64_t>(data + 8 * i);
+      if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max())
+        return rml::out_of_range(where + "element " + std::to_string(i) + " (" + std::to_string(v) + ") does not fit in i32");
+      out[i] = static_cast<std::int32_t>(v);
+    }
+  }
+  return tensor;
+}
+
+}  // namespace rml_cli

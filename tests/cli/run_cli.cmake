@@ -1,0 +1,28 @@
+# Runs the `rml` tool once for a CTest test and checks what it did:
+#   -DPROGRAM=<rml> -DARGS=<;-list> -DEXIT_CODE=<n>
+#   [-DEXPECTED=<file>]      stdout must equal the file, after every `latency: ...` line
+#                            becomes `latency: <time>` (timings are not reproducible)
+#   [-DSTDOUT_REGEX=<re>]    stdout must match
+#   [-DSTDERR_REGEX=<re>]    stderr must match; when EXIT_CODE is not 0 stderr must also be one
+#                            `rml: <CODE_NAME>: ...` line
+execute_process(COMMAND ${PROGRAM} ${ARGS} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+set(context "rml ${ARGS}\n--- stdout\n${out}--- stderr\n${err}")
+if(NOT "${rc}" STREQUAL "${EXIT_CODE}")
+  message(FATAL_ERROR "exited with ${rc}, expected ${EXIT_CODE}\n${context}")
+endif()
+if(DEFINED EXPECTED)
+  string(REGEX REPLACE "(^|\n)latency: [^\n]*" "\\1latency: <time>" masked "${out}")
+  file(READ "${EXPECTED}" expected)
+  if(NOT masked STREQUAL expected)
+    message(FATAL_ERROR "stdout differs from ${EXPECTED}\n--- expected\n${expected}${context}")
+  endif()
+endif()
+if(DEFINED STDOUT_REGEX AND NOT out MATCHES "${STDOUT_REGEX}")
+  message(FATAL_ERROR "stdout does not match '${STDOUT_REGEX}'\n${context}")
+endif()
+if(NOT EXIT_CODE STREQUAL "0" AND NOT err MATCHES "^rml: [A-Z_]+: [^\n]+\n")
+  message(FATAL_ERROR "stderr is not an `rml: <CODE_NAME>: message` line\n${context}")
+endif()
+if(DEFINED STDERR_REGEX AND NOT err MATCHES "${STDERR_REGEX}")
+  message(FATAL_ERROR "stderr does not match '${STDERR_REGEX}'\n${context}")
+endif()
