@@ -3,7 +3,7 @@
 //
 // The files under tests/data/serial/ were written by the "old" types below. To rewrite them (only
 // when the wire format changes on purpose, with a new major version), run this test binary with
-// `--no-skip -tc="regenerate*"`.
+// `--no-skip -tc="regenerate*"` (which also rewrites the fuzzer's seed corpus).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -82,6 +82,12 @@ TEST_CASE("regenerate the committed old-schema files" * doctest::skip()) {
   std::filesystem::create_directories(data_file(""));
   REQUIRE(serialize_to_file(old_model(), data_file("model_v1.msgpack")).ok());
   REQUIRE(serialize_to_file(old_graph(), data_file("graph_v0.msgpack")).ok());
+  // The fuzzer's seeds (tests/fuzz/fuzz_msgpack.cpp).
+  const auto corpus = std::filesystem::path(RML_TEST_DATA_DIR).parent_path() / "fuzz" / "corpus" / "msgpack";
+  std::filesystem::create_directories(corpus);
+  REQUIRE(serialize_to_file(sample_graph(), corpus / "sample_graph.msgpack").ok());
+  REQUIRE(serialize_to_file(chain_graph(4), corpus / "chain_graph.msgpack").ok());
+  REQUIRE(serialize_to_file(old_graph(), corpus / "old_graph.msgpack").ok());
 }
 
 TEST_CASE("a file from an older schema reads with the newer type; added fields take their defaults") {

@@ -170,15 +170,14 @@ class EqualContext {
       return differ_lazy([&] { return short_repr(a) + " != " + short_repr(b) + " (an empty name matches only itself)"; });
     }
     Renaming& r = renamings_[std::type_index(owner)];
-    const auto [fwd, new_a] = r.forward.try_emplace(a, b);
-    const auto [bwd, new_b] = r.backward.try_emplace(b, a);
-    if (fwd->second == b && bwd->second == a) return true;
-    (void)new_a;
-    (void)new_b;
+    const std::string& a_maps_to = r.forward.try_emplace(a, b).first->second;
+    const std::string& b_maps_from = r.backward.try_emplace(b, a).first->second;
+    if (a_maps_to == b && b_maps_from == a) return true;
     return differ_lazy([&] {
-      if (fwd->second != b) return short_repr(a) + " != " + short_repr(b) + " (" + short_repr(a) + " maps to " +
-                                   short_repr(fwd->second) + ")";
-      return short_repr(a) + " != " + short_repr(b) + " (" + short_repr(bwd->second) + " maps to " + short_repr(b) + ")";
+      return short_repr(a) + " != " + short_repr(b) + " (" +
+             (a_maps_to != b ? short_repr(a) + " maps to " + short_repr(a_maps_to)
+                             : short_repr(b_maps_from) + " maps to " + short_repr(b)) +
+             ")";
     });
   }
 
@@ -271,10 +270,11 @@ bool equal_at(const T& a, const T& b, EqualContext& ctx) {
   } else if constexpr (is_map<T>::value) {
     if (a.size() != b.size())
       return ctx.differ("size " + std::to_string(a.size()) + " != " + std::to_string(b.size()));
-    for (const auto& [k, va] : a) {
-      auto it = b.find(k);
-      if (it == b.end()) return ctx.differ_lazy([&] { return "key " + short_repr(k) + " missing on the right"; });
-      if (!equal_at(va, it->second, ctx)) return ctx.in_key(k);
+    for (const auto& entry : a) {
+      auto it = b.find(entry.first);
+      if (it == b.end())
+        return ctx.differ_lazy([&] { return "key " + short_repr(entry.first) + " missing on the right"; });
+      if (!equal_at(entry.second, it->second, ctx)) return ctx.in_key(entry.first);
     }
     return true;
   } else if constexpr (is_shared_ptr<T>::value) {
