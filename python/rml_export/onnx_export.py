@@ -783,6 +783,37 @@ def _conv_transpose(ctx, x, w, bias=None, **a):
     return restore(out)
 
 
+@_handles("Resize", "Upsample")
+def _resize(ctx, x, roi=None, scales=None, sizes=None, mode="nearest", coordinate_transformation_mode=None,
+            nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75, exclude_outside=0, **a):
+    """Separable per axis: a gather of constant indices per tap, weighted by constant coefficients and summed."""
+    if ctx.node.op_type == "Upsample":  # opset 7-9: scales as an input (or attribute), asymmetric coordinates
+        scales, sizes = (roi if roi is not None else a.get("scales")), None
+        coordinate_transformation_mode, nearest_mode = "asymmetric", "floor"
+    elif ctx.opset < 11:  # Resize-10: (X, scales), Upsample's rules
+        scales, coordinate_transformation_mode, nearest_mode = roi, "asymmetric", "floor"
+    coordinate_mode = coordinate_transformation_mode or "half_pixel"
+    rank = len(x.shape)
+    if sizes is not None and sizes.shape != (0,):
+        out = ctx.const_ints(sizes, "Resize sizes")
+        factors = [o / i for o, i in zip(out, x.shape)]
+    else:
+        factors = [float(f) for f in (ctx.const_data(scales, "Resize scales").reshape(-1)
+                                      if isinstance(scales, Value) else scales)]
+        out = [int(math.floor(i * f)) for i, f in zip(x.shape, factors)]
+    if len(out) != rank:
+        raise ExportError(f"Resize to {out} for a rank-{rank} input")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise ExportError(f"Resize mode '{mode}'")
+    y = x
+    for axis in range(rank):
+        if out[axis] == x.shape[axis] and factors[axis] == 1.0:
+            continue
+        y = lower.resample_axis(ctx.b, y, axis, factors[axis], out[axis], mode, coordinate_mode, nearest_mode,
+                                cubic_coeff_a, bool(exclude_outside))
+    return y
+
+
 # -- types and constants ----------------------------------------------------------------------------------------
 @_handles("Cast", "CastLike")
 def _cast(ctx, x, like=None, to=None, **a):

@@ -709,6 +709,38 @@ _functions(F.adaptive_avg_pool2d)(_adaptive_avg_pool)
 _modules(nn.AdaptiveAvgPool2d)(lambda ctx, m, path, x: _adaptive_avg_pool(ctx, x, m.output_size))
 
 
+def _interpolate(ctx, x, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None, antialias=False):
+    if antialias:
+        raise ExportError("interpolation with antialias")
+    v = ctx.value(x)
+    spatial = len(v.shape) - 2
+    factors = scale_factor if isinstance(scale_factor, (list, tuple)) else [scale_factor] * spatial
+    methods = {"nearest": ("nearest", "asymmetric", "floor"), "nearest-exact": ("nearest", "half_pixel",
+               "round_prefer_ceil"), "linear": ("linear", "pytorch_half_pixel", ""), "bilinear": ("linear",
+               "pytorch_half_pixel", ""), "bicubic": ("cubic", "pytorch_half_pixel", "")}
+    if mode not in methods:
+        raise ExportError(f"interpolation mode '{mode}'")
+    kind, coordinates, nearest = methods[mode]
+    if align_corners:
+        coordinates = "align_corners"
+    y = v
+    for i in range(spatial):
+        axis = 2 + i
+        out = ctx.out_shape[axis]
+        # PyTorch maps coordinates with the given factor unless asked to recompute it from the sizes.
+        scale = out / v.shape[axis] if (size is not None or recompute_scale_factor or align_corners) \
+            else float(factors[i])
+        if out != v.shape[axis] or scale != 1.0:
+            y = lower.resample_axis(ctx.b, y, axis, scale, out, kind, coordinates, nearest or "floor")
+    return y
+
+
+_functions(F.interpolate)(_interpolate)
+_modules(nn.Upsample)(lambda ctx, m, path, x: _interpolate(ctx, x, m.size, m.scale_factor, m.mode, m.align_corners,
+                                                           getattr(m, "recompute_scale_factor", None)))
+
+
 @_modules(nn.Embedding)
 def _embedding_module(ctx, m, path, indices):
     if m.max_norm is not None:

@@ -173,3 +173,14 @@ def test_average_pooling_conventions(tmp_path):
                     F.avg_pool2d(x, 2, 2, ceil_mode=True, count_include_pad=False))
 
     run_both(Avg(), (torch.randn(1, 2, 7, 8),), tmp_path)
+
+
+@pytest.mark.parametrize("mode,align", [("nearest", None), ("nearest-exact", None), ("bilinear", False),
+                                        ("bilinear", True), ("bicubic", False), ("bicubic", True)])
+def test_interpolate(tmp_path, mode, align):
+    class Up(nn.Module):
+        def forward(self, x):
+            return (F.interpolate(x, scale_factor=2, mode=mode, align_corners=align),
+                    F.interpolate(x, size=(3, 7), mode=mode, align_corners=align))
+
+    run_both(Up(), (torch.randn(1, 2, 5, 4),), tmp_path, tol=1e-5)

@@ -92,7 +92,7 @@ STATIC_ARGS = {"Reshape": {1}, "Expand": {1}, "Tile": {1}, "Slice": {1, 2, 3, 4}
                "Split": {1}, "Pad": {1, 2, 3}, "ConstantOfShape": {0}, "Range": {0, 1, 2}, "OneHot": {1, 2},
                "Trilu": {1}, "CumSum": {1}, "ReduceSum": {1}, "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1},
                "ReduceL1": {1}, "ReduceL2": {1}, "ReduceLogSum": {1}, "ReduceLogSumExp": {1},
-               "ReduceSumSquare": {1}}
+               "ReduceSumSquare": {1}, "Resize": {1, 2, 3}, "Upsample": {1}}
 
 
 def _bind_static_inputs(model: onnx.ModelProto, inputs: list, notes: set):

@@ -1,0 +1,418 @@
+"""The Python bindings (rml._rml): NumPy interop without copies, errors by class and code, tracing and eager ops
+against NumPy, graphs crossing between Python and the C++ loader/saver, surgery, serialization, the executor, and
+an exported PyTorch model run through the bindings.
+
+CTest runs this file with the build tree's package first on PYTHONPATH and RML_REQUIRE_BINDINGS=1. The exporters'
+own pytest run collects it too, without the extension: it is skipped there, never passed.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+
+import numpy as np
+import pytest
+
+if os.environ.get("RML_REQUIRE_BINDINGS"):
+    import rml
+else:
+    rml = pytest.importorskip("rml._rml", reason="the rml extension is not built; CTest's python.bindings runs this file")
+    import rml  # noqa: F811
+
+X = np.array([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]], dtype=np.float32)
+
+
+def pool(inputs):
+    return [rml.neg(rml.sum(rml.relu(inputs[0]), [1], True))]
+
+
+def traced_pool(input_name="x", output_name="y"):
+    return rml.trace(pool, [rml.TensorSpec(input_name, rml.float32, [2, 3])], output_names=[output_name]).graph
+
+
+def pool_reference(x):
+    return -np.maximum(x, 0).sum(axis=1, keepdims=True)
+
+
+# ---- tensors and NumPy ----
+
+def test_numpy_array_becomes_a_tensor_without_a_copy():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = rml.Tensor(a)
+    assert t.shape == (2, 3) and t.dtype == rml.float32
+    assert np.shares_memory(np.asarray(t), a)
+    a[0, 0] = 42.0  # one buffer: the tensor sees the write
+    assert t.tolist()[0][0] == 42.0
+    i = np.arange(4, dtype=np.int32)
+    assert np.shares_memory(np.asarray(rml.tensor(i)), i)
+    assert rml.tensor(i).dtype == rml.int32
+
+
+def test_tensor_keeps_the_array_alive():
+    t = rml.Tensor(np.full((256,), 7.0, dtype=np.float32))
+    gc.collect()
+    assert np.asarray(t).sum() == 7.0 * 256
+
+
+def test_tensor_to_numpy_is_a_view_that_keeps_the_tensor_alive():
+    view = np.asarray(rml.relu(rml.tensor(X)))
+    gc.collect()
+    np.testing.assert_array_equal(view, np.maximum(X, 0))
+    t = rml.tensor(X.copy())
+    assert np.shares_memory(np.asarray(t), t.numpy())
+
+
+def test_conversions_copy_only_when_they_must():
+    f64 = X.astype(np.float64)
+    t = rml.tensor(f64)
+    assert t.dtype == rml.float32 and not np.shares_memory(np.asarray(t), f64)
+    strided = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+    t = rml.tensor(strided)
+    np.testing.assert_array_equal(np.asarray(t), strided)
+    assert np.asarray(t).flags.c_contiguous
+    assert rml.tensor([[1, 2], [3, 4]]).dtype == rml.int32
+    assert rml.tensor([1, 2], dtype=np.float32).dtype == rml.float32
+    assert rml.tensor(np.array([1, 2], np.int64)).dtype == rml.int32
+
+
+def test_a_read_only_array_stays_read_only():
+    a = X.copy()
+    a.setflags(write=False)
+    view = np.asarray(rml.Tensor(a))
+    assert np.shares_memory(view, a) and not view.flags.writeable
+
+
+def test_reshape_and_tolist():
+    t = rml.tensor(X)
+    assert t.reshape(-1).tolist() == X.reshape(-1).tolist()
+    assert t.reshape(3, 2).shape == (3, 2) and t.reshape([3, 2]).shape == (3, 2)
+    assert np.shares_memory(np.asarray(t.reshape(6)), np.asarray(t))
+    with pytest.raises(rml.InvalidArgumentError):
+        t.reshape(4, 2)
+
+
+def test_dtypes_rml_does_not_have_are_refused():
+    with pytest.raises(rml.InvalidArgumentError, match="f32 and i32"):
+        rml.tensor([1.0], dtype=np.float64)
+    with pytest.raises(rml.InvalidArgumentError, match="int32"):
+        rml.tensor(np.array([2**40], np.int64))
+    with pytest.raises(rml.InvalidArgumentError):
+        rml.tensor(np.array([1 + 2j]))
+
+
+# ---- errors ----
+
+def test_errors_have_a_class_and_a_code_name_per_code():
+    expected = {
+        rml.InvalidArgumentError: "INVALID_ARGUMENT", rml.FailedPreconditionError: "FAILED_PRECONDITION",
+        rml.NotFoundError: "NOT_FOUND", rml.OutOfRangeError: "OUT_OF_RANGE", rml.UnsupportedError: "UNSUPPORTED",
+        rml.DataLossError: "DATA_LOSS", rml.InternalError: "INTERNAL",
+    }
+    for cls, name in expected.items():
+        assert issubclass(cls, rml.Error) and cls.code_name == name and rml.code_name(cls.code) == name
+
+
+def test_failures_raise_their_codes_class(tmp_path):
+    with pytest.raises(rml.NotFoundError) as missing:
+        rml.load_graph(tmp_path / "nothing")
+    assert missing.value.code_name == "NOT_FOUND" and "nothing.json" in str(missing.value)
+    assert isinstance(missing.value, LookupError)
+
+    graph = traced_pool()
+    with pytest.raises(rml.FailedPreconditionError, match="not finalized"):
+        graph.run([X])
+    with pytest.raises(rml.InvalidArgumentError, match="broadcast") as bad:
+        rml.add(rml.tensor(X), rml.tensor([1.0, 2.0]))
+    assert bad.value.code_name == "INVALID_ARGUMENT" and isinstance(bad.value, ValueError)
+    with pytest.raises(rml.OutOfRangeError):
+        rml.gather(rml.tensor(X), rml.tensor([5]), 0)
+    with pytest.raises(rml.UnsupportedError):
+        rml.to(rml.tensor(X), "gpu")
+    with pytest.raises(rml.DataLossError):
+        rml.deserialize(rml.serialize(graph)[:-7])
+
+
+def test_a_run_with_the_wrong_input_names_it():
+    graph = traced_pool()
+    graph.finalize()
+    with pytest.raises(rml.InvalidArgumentError, match="x"):
+        graph.run([np.zeros((3, 3), np.float32)])
+
+
+# ---- eager ops against NumPy ----
+
+def test_eager_ops_match_numpy():
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    b = rng.standard_normal((4,)).astype(np.float32)
+    m = rng.standard_normal((4, 5)).astype(np.float32)
+    ta, tb = rml.tensor(a), rml.tensor(b)
+
+    def close(t, ref):
+        np.testing.assert_allclose(np.asarray(t), ref, rtol=1e-5, atol=1e-6)
+
+    close(rml.relu(ta), np.maximum(a, 0))
+    close(rml.add(ta, tb), a + b)
+    close(ta * 2.0 - tb, a * 2.0 - b)
+    close(rml.sum(ta, [1], True), a.sum(axis=1, keepdims=True))
+    close(rml.mean(ta), a.mean())
+    close(rml.max(ta, [-1]), a.max(axis=-1))
+    close(rml.matmul(ta, rml.tensor(m)), a @ m)
+    close(ta @ m, a @ m)
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    close(rml.softmax(ta), e / e.sum(axis=-1, keepdims=True))
+    close(rml.transpose(ta, [2, 0, 1]), a.transpose(2, 0, 1))
+    close(rml.concat([ta, ta], 1), np.concatenate([a, a], axis=1))
+    close(rml.slice(ta, [1], [4], [2], [2]), a[:, :, 1:4:2])
+    close(rml.gather(ta, rml.tensor([2, -1]), 2), a[:, :, [2, -1]])
+    close(rml.where(rml.greater(ta, 0.0), ta, 0.0), np.where(a > 0, a, 0))
+    arg = rml.argmax(ta, 1)
+    assert arg.dtype == rml.int32 and np.array_equal(np.asarray(arg), a.argmax(axis=1))
+    close(rml.cast(rml.tensor([1.7, -2.7]), rml.int32), np.array([1, -2], np.int32))
+
+
+def test_conv2d_and_pooling_match_a_direct_loop():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    bias = np.array([0.5, -1.0, 2.0], np.float32)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = np.zeros((1, 3, 5, 5), np.float32)
+    for o in range(3):
+        for i in range(5):
+            for j in range(5):
+                ref[0, o, i, j] = (padded[0, :, i:i + 3, j:j + 3] * w[o]).sum() + bias[o]
+    np.testing.assert_allclose(np.asarray(rml.conv2d(x, w, bias, pads=[1, 1, 1, 1])), ref, rtol=1e-4, atol=1e-5)
+    pooled = np.asarray(rml.max_pool2d(rml.tensor(x), [2, 2]))
+    np.testing.assert_array_equal(pooled, x[:, :, :4, :4].reshape(1, 2, 2, 2, 2, 2).max(axis=(3, 5)))
+
+
+# ---- tracing ----
+
+def test_a_trace_records_the_ops_and_runs_like_numpy():
+    graph = traced_pool()
+    assert [n.op_code for n in graph.nodes()] == [None, rml.OpCode.Relu, rml.OpCode.Sum, rml.OpCode.Neg]
+    assert graph.nodes()[0].kind == rml.NodeKind.input and graph.node("Sum_2").attrs() == {"axes": [1], "keepdims": True}
+    graph.finalize()
+    np.testing.assert_allclose(np.asarray(graph.run([X])[0]), pool_reference(X))
+
+
+def test_tensor_operators_record_while_tracing():
+    def affine(inputs):
+        x, = inputs
+        return (x * 3.0 + 1.0) @ np.eye(3, dtype=np.float32)
+    graph = rml.trace(affine, [rml.TensorSpec("x", "f32", [2, 3])], output_names=["y"]).graph
+    assert [n.op_code.name for n in graph.nodes()[1:]] == ["Mul", "Add", "MatMul"]
+    graph.finalize()
+    np.testing.assert_allclose(np.asarray(graph.run([X])[0]), X * 3 + 1, rtol=1e-6)
+
+
+def test_a_trace_function_exception_comes_out_unchanged():
+    class Stop(Exception):
+        pass
+    raised = Stop("stop here")
+
+    def fails(inputs):
+        rml.relu(inputs[0])
+        raise raised
+    with pytest.raises(Stop) as caught:
+        rml.trace(fails, [rml.TensorSpec("x", rml.float32, [2, 3])])
+    assert caught.value is raised
+
+
+def test_a_type_error_inside_a_trace_raises_at_the_op():
+    def bad(inputs):
+        return [rml.matmul(inputs[0], inputs[0])]
+    with pytest.raises(rml.InvalidArgumentError, match="matmul"):
+        rml.trace(bad, [rml.TensorSpec("x", rml.float32, [2, 3])])
+    with pytest.raises(rml.InvalidArgumentError, match="output names"):
+        rml.trace(pool, [rml.TensorSpec("x", rml.float32, [2, 3])], output_names=["a", "b"])
+
+
+# ---- graphs between Python and the C++ loader, saver and serializer ----
+
+def test_a_traced_graph_saved_and_loaded_runs_the_same(tmp_path):
+    graph = traced_pool()
+    rml.save_graph(graph, tmp_path / "pool")
+    assert (tmp_path / "pool.json").exists()
+    loaded = rml.load_graph(str(tmp_path / "pool"))
+    assert loaded.input_names() == ["x"] and loaded.output_names() == ["y"]
+    rml.assert_structural_equal(loaded, graph)
+    loaded.finalize()
+    np.testing.assert_allclose(np.asarray(loaded.run([X])[0]), pool_reference(X))
+
+
+def test_weights_made_in_python_survive_a_save_and_a_serialization(tmp_path):
+    w = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+
+    def linear(inputs):
+        return [rml.add(rml.matmul(inputs[0], w), 1.0)]
+    graph = rml.trace(linear, [rml.TensorSpec("x", rml.float32, [2, 3])], "linear", ["y"]).graph
+    rml.save_graph(graph, tmp_path / "linear")
+    loaded = rml.load_graph(tmp_path / "linear")
+    copy = rml.deserialize(rml.serialize(loaded))
+    rml.assert_structural_equal(copy, loaded)
+    rml.serialize_to_file(copy, tmp_path / "linear.rmlpack")
+    again = rml.deserialize_from_file(tmp_path / "linear.rmlpack")
+    again.finalize()
+    np.testing.assert_allclose(np.asarray(again.run([X])[0]), X @ w + 1.0, rtol=1e-5)
+
+
+def test_assert_structural_equal_names_the_difference():
+    a, b = traced_pool(), traced_pool(output_name="z")
+    assert not rml.structural_equal(a, b)
+    with pytest.raises(rml.InvalidArgumentError, match="name"):
+        rml.assert_structural_equal(a, b)
+    assert rml.structural_equal(a, b, map_names=True)
+
+
+# ---- surgery ----
+
+def test_merge_takes_a_dict_or_pairs_and_endpoints_as_strings_or_pairs():
+    def parts():
+        return (rml.trace(lambda i: [rml.relu(i[0])], [rml.TensorSpec("x", rml.float32, [2, 3])], output_names=["h"]).graph,
+                rml.trace(lambda i: [rml.add(i[0], i[0])], [rml.TensorSpec("h", rml.float32, [2, 3])], output_names=["y"]).graph)
+    encoder, head = parts()
+    merged, renames = rml.graph.merge({"encoder": encoder, "head": head}, [("encoder.h", "head.h")])
+    assert merged.input_names() == ["x"] and merged.output_names() == ["y"] and encoder.consumed and head.consumed
+    assert [(r.part, r.kind, r.from_, r.to) for r in renames][0] == ("encoder", rml.NameKind.node, "Relu_1", "encoder/Relu_1")
+    encoder, head = parts()
+    merged, _ = rml.graph.merge([("encoder", encoder), ("head", head)], [(("encoder", "h"), ("head", "h"))],
+                                io_names=rml.IoNames.prefix_always)
+    assert merged.input_names() == ["encoder/x"]
+    merged.finalize()
+    np.testing.assert_allclose(np.asarray(merged.run([X])[0]), 2 * np.maximum(X, 0))
+
+
+def test_merge_refuses_bad_arguments_and_leaves_the_parts():
+    graph = traced_pool()
+    with pytest.raises(rml.InvalidArgumentError, match="same Graph object"):
+        rml.graph.merge({"a": graph, "b": graph})
+    with pytest.raises(rml.InvalidArgumentError, match="part.name"):
+        rml.graph.merge({"a": graph}, [("a", "b.x")])
+    with pytest.raises(rml.InvalidArgumentError, match="io_names"):
+        rml.graph.merge({"a": graph}, io_names="sometimes")
+    with pytest.raises(rml.InvalidArgumentError, match="itself"):
+        graph.merge(graph, [])
+    assert graph.input_names() == ["x"] and not graph.consumed
+
+
+def test_split_by_a_function_and_merge_back_compute_the_same():
+    graph = traced_pool()
+    asked = []
+
+    def by_code(node):
+        asked.append(node.name)
+        return "first" if node.op_code == rml.OpCode.Relu else "second"
+    parts, connections = rml.graph.split(graph, by_code)
+    assert asked == ["Relu_1", "Sum_2", "Neg_3"] and list(parts) == ["first", "second"]
+    assert connections == [("first.Relu_1_0", "second.Relu_1_0")]
+    merged, _ = rml.graph.merge(parts, connections)
+    merged.finalize()
+    np.testing.assert_allclose(np.asarray(merged.run([X])[0]), pool_reference(X))
+
+
+def test_a_partition_function_that_fails_leaves_the_graph():
+    graph = traced_pool()
+    with pytest.raises(rml.InvalidArgumentError, match="returned int, not a str"):
+        rml.graph.split(graph, lambda node: 3)
+    error = KeyError("mine")
+
+    def raises(node):
+        raise error
+    with pytest.raises(KeyError) as caught:
+        rml.graph.split(graph, raises)
+    assert caught.value is error
+    assert graph.input_names() == ["x"] and len(graph.nodes()) == 4
+
+
+def test_extract_by_views_or_names_and_stale_views():
+    graph = traced_pool()
+    relu = graph.find_nodes(rml.OpCode.Relu)[0]
+    part = rml.graph.extract(graph, ["x"], ["Sum_2_0"])
+    assert part.output_names() == ["Sum_2_0"] and graph.consumed
+    with pytest.raises(rml.InvalidArgumentError, match="no longer in its graph"):
+        relu.check()
+    with pytest.raises(rml.InvalidArgumentError):
+        relu.output(0)
+    part.finalize()
+    np.testing.assert_allclose(np.asarray(part.run([X])[0]), np.maximum(X, 0).sum(axis=1, keepdims=True))
+
+
+def test_views_of_values_and_edges():
+    graph = traced_pool()
+    cut = graph.min_value_cut()
+    assert [v.name for v in cut.values] == ["Sum_2_0"] and cut.bytes == 8 and cut.values[0].shape == (2, 1)
+    assert cut.values[0].producer().name == "Sum_2"
+    assert [(e.from_.name, e.to.name, e.port) for e in graph.edges()] == [("x", "Relu_1", 0), ("Relu_1", "Sum_2", 0),
+                                                                          ("Sum_2", "Neg_3", 0)]
+    assert [n.name for n in graph.value("x").consumers()] == ["Relu_1"]
+    with pytest.raises(rml.NotFoundError):
+        graph.node("nothing")
+
+
+def test_graphs_on_two_cpus():
+    encoder = rml.trace(lambda i: [rml.relu(i[0])], [rml.TensorSpec("x", rml.float32, [2, 3])], output_names=["h"]).graph
+    head = rml.trace(lambda i: [rml.add(i[0], i[0])], [rml.TensorSpec("h", rml.float32, [2, 3])], output_names=["y"]).graph
+    head.to("cpu:1")
+    assert head.device == rml.Device.cpu(1)
+    with pytest.raises(rml.InvalidArgumentError, match="cpu:0 to cpu:1"):
+        rml.graph.merge({"encoder": encoder, "head": head}, [("encoder.h", "head.h")], cross_device="refuse")
+    merged, _ = rml.graph.merge({"encoder": encoder, "head": head}, [("encoder.h", "head.h")])
+    assert rml.OpCode.Copy in [n.op_code for n in merged.nodes()]
+    merged.finalize()
+    np.testing.assert_allclose(np.asarray(merged.run([X])[0]), 2 * np.maximum(X, 0))
+
+
+# ---- running ----
+
+def test_executor_runs_from_several_threads():
+    graph = traced_pool()
+    executor = rml.Executor.create(graph, rml.ExecutorOptions(threads=1))
+    assert executor.input_names == ["x"] and executor.output_names == ["y"]
+    assert str(executor.output_type(0)) == "f32 [2, 1]"
+    rng = np.random.default_rng(5)
+    inputs = [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(8)]
+    results = [None] * len(inputs)
+
+    def work(i):
+        for _ in range(50):
+            results[i] = np.asarray(executor.run([inputs[i]])[0])
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for x, y in zip(inputs, results):
+        np.testing.assert_allclose(y, pool_reference(x), rtol=1e-6)
+
+
+def test_optimize_keeps_the_result():
+    def redundant(inputs):
+        x, = inputs
+        return [rml.add(rml.relu(x), rml.relu(x))]
+    graph = rml.trace(redundant, [rml.TensorSpec("x", rml.float32, [2, 3])], output_names=["y"]).graph
+    graph.optimize()
+    assert len(graph.find_nodes(rml.OpCode.Relu)) == 1
+    graph.finalize()
+    np.testing.assert_allclose(np.asarray(graph.run([X])[0]), 2 * np.maximum(X, 0))
+
+
+# ---- the exporters hand a graph straight to the bindings ----
+
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+def test_an_exported_zoo_model_runs_like_pytorch(tmp_path, name):
+    torch = pytest.importorskip("torch") if not os.environ.get("RML_REQUIRE_BINDINGS") else __import__("torch")
+    import models
+    import rml_export
+
+    model, inputs = models.build(name, 2)
+    rml_export.from_torch(model, inputs, str(tmp_path / name))
+    graph = rml.load_graph(tmp_path / name)
+    graph.finalize()
+    with torch.no_grad():
+        expected = model(*inputs).numpy()
+    (y,) = graph.run([t.numpy() for t in inputs])
+    np.testing.assert_allclose(np.asarray(y), expected, rtol=1e-4, atol=1e-5)
