@@ -8,6 +8,7 @@ own pytest run collects it too, without the extension: it is skipped there, neve
 
 from __future__ import annotations
 
+import ast
 import gc
 import os
 import threading
@@ -428,3 +429,25 @@ def test_an_exported_zoo_model_runs_like_pytorch(tmp_path, name):
         expected = model(*inputs).numpy()
     (y,) = graph.run([t.numpy() for t in inputs])
     np.testing.assert_allclose(np.asarray(y), expected, rtol=1e-4, atol=1e-5)
+
+
+# ---- the type stubs ----
+
+def test_the_stubs_declare_every_public_name():
+    def declared(stub):
+        with open(os.path.join(os.path.dirname(rml.__file__), stub), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        names = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.AnnAssign):
+                names.add(node.target.id)
+            elif isinstance(node, ast.Assign):
+                names.update(t.id for t in node.targets)
+            elif isinstance(node, ast.ImportFrom):
+                names.update(a.asname for a in node.names if a.asname)
+        return names
+    public = {n for n in dir(rml._rml) if not n.startswith("_")} | {"trace", "TraceResult", "TraceFunction", "graph"}
+    assert public <= declared("__init__.pyi")
+    assert set(rml.graph.__all__) <= declared("graph.pyi")
