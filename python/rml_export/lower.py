@@ -118,3 +118,67 @@ def resample_axis(b: GraphBuilder, x: Value, axis: int, scale: float, out_size: 
             picked = b.op("mul", [picked, b.const(weight[:, t].astype(np.float32).reshape(shape))])
         total = picked if total is None else b.op("add", [total, picked])
     return total
+
+
+def einsum(b: GraphBuilder, equation: str, operands: Sequence[Value]) -> Value:
+    """One- and two-operand einsum as transpose, sum, reshape and one batched matmul (no repeated subscripts
+    within an operand, no ellipsis)."""
+    equation = equation.replace(" ", "")
+    lhs, arrow, out = equation.partition("->")
+    terms = lhs.split(",")
+    if "." in equation or len(terms) != len(operands) or len(terms) not in (1, 2):
+        raise ExportError(f"einsum '{equation}' (one or two operands without ellipsis)")
+    if not arrow:  # implicit output: the subscripts seen once, in alphabetical order
+        out = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
+    sizes = {}
+    for term, v in zip(terms, operands):
+        if len(set(term)) != len(term) or len(term) != len(v.shape):
+            raise ExportError(f"einsum '{equation}': repeated or mismatched subscripts in '{term}'")
+        for c, d in zip(term, v.shape):
+            if sizes.setdefault(c, d) != d and 1 not in (d, sizes[c]):
+                raise ExportError(f"einsum '{equation}': '{c}' has sizes {sizes[c]} and {d}")
+
+    def reduce_unique(term: str, v: Value, keep: str):
+        """Sums the subscripts of `term` that are not in `keep`."""
+        axes = [i for i, c in enumerate(term) if c not in keep]
+        if axes:
+            v = b.op("sum", [v], axes=axes)
+            term = "".join(c for c in term if c in keep)
+        return term, v
+
+    def permute(term: str, v: Value, order: str):
+        if term != order:
+            v = b.op("transpose", [v], perm=[term.index(c) for c in order])
+        return v
+
+    if len(terms) == 1:
+        term, v = reduce_unique(terms[0], operands[0], out)
+        return permute(term, v, out)
+    (ta, tb), (a, c) = terms, operands
+    ta, a = reduce_unique(ta, a, out + tb)
+    tb, c = reduce_unique(tb, c, out + ta)
+    batch = "".join(ch for ch in ta if ch in tb and ch in out)
+    contract = "".join(ch for ch in ta if ch in tb and ch not in out)
+    left = "".join(ch for ch in ta if ch not in tb)
+    right = "".join(ch for ch in tb if ch not in ta)
+    size = lambda chars: math.prod(sizes[ch] for ch in chars)  # noqa: E731
+    a = b.op("reshape", [permute(ta, a, batch + left + contract)], shape=[size(batch), size(left), size(contract)])
+    c = b.op("reshape", [permute(tb, c, batch + contract + right)], shape=[size(batch), size(contract), size(right)])
+    y = b.op("reshape", [b.op("matmul", [a, c])], shape=[sizes[ch] for ch in batch + left + right])
+    return permute(batch + left + right, y, out)
+
+
+def local_response_norm(b: GraphBuilder, x: Value, size: int, alpha: float, beta: float, bias: float,
+                        before: int) -> Value:
+    """x / (bias + alpha / size * sum of x^2 over `size` channels, `before` of them preceding) ^ beta.
+
+    ONNX centres an even window with floor((size-1)/2) channels before, PyTorch with size // 2."""
+    n, c = x.shape[:2]
+    rest = math.prod(x.shape[2:])
+    squares = b.op("reshape", [b.op("mul", [x, x])], shape=[n, 1, c, rest])
+    # A channel window is a [size, 1] average pool over the channel axis; zero padding counts, as the sum wants.
+    window = b.op("avg_pool2d", [squares], kernel=[size, 1], strides=[1, 1],
+                  pads=[before, 0, size - 1 - before, 0])
+    scale = b.op("add", [b.op("mul", [window, b.scalar(alpha)]), b.scalar(bias)])  # alpha/size * sum = alpha * mean
+    denominator = b.op("pow", [scale, b.scalar(beta)])
+    return b.op("div", [x, b.op("reshape", [denominator], shape=list(x.shape))])

@@ -814,6 +814,16 @@ def _resize(ctx, x, roi=None, scales=None, sizes=None, mode="nearest", coordinat
     return y
 
 
+@_handles("Einsum")
+def _einsum(ctx, *operands, equation, **a):
+    return lower.einsum(ctx.b, equation, operands)
+
+
+@_handles("LRN")
+def _lrn(ctx, x, size, alpha=1e-4, beta=0.75, bias=1.0, **a):
+    return lower.local_response_norm(ctx.b, x, size, alpha, beta, bias, (size - 1) // 2)
+
+
 # -- types and constants ----------------------------------------------------------------------------------------
 @_handles("Cast", "CastLike")
 def _cast(ctx, x, like=None, to=None, **a):

@@ -741,6 +741,19 @@ _modules(nn.Upsample)(lambda ctx, m, path, x: _interpolate(ctx, x, m.size, m.sca
                                                            getattr(m, "recompute_scale_factor", None)))
 
 
+@_functions(torch.einsum)
+def _einsum(ctx, equation, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = operands[0]
+    return lower.einsum(ctx.b, equation, [ctx.value(o) for o in operands])
+
+
+_functions(F.local_response_norm)(lambda ctx, x, size, alpha=1e-4, beta=0.75, k=1.0: lower.local_response_norm(
+    ctx.b, ctx.value(x), size, alpha, beta, k, size // 2))
+_modules(nn.LocalResponseNorm)(lambda ctx, m, path, x: lower.local_response_norm(ctx.b, ctx.value(x), m.size, m.alpha,
+                                                                               m.beta, m.k, m.size // 2))
+
+
 @_modules(nn.Embedding)
 def _embedding_module(ctx, m, path, indices):
     if m.max_norm is not None:

@@ -11,8 +11,9 @@ set(rml_conformance_dir "${CMAKE_CURRENT_BINARY_DIR}/conformance")
 set(rml_python_env "PYTHONDONTWRITEBYTECODE=1")
 
 # The exporters' own tests (pytest): safetensors writer, NumPy reference, PyTorch and ONNX lowering, zoo fixtures.
-add_test(NAME python_exporters
-         COMMAND ${RML_PYTHON3} -m pytest -q -p no:cacheprovider "${PROJECT_SOURCE_DIR}/python/tests")
+set(rml_exporter_tests test_safetensors.py test_reference.py test_torch_export.py test_onnx_export.py)
+list(TRANSFORM rml_exporter_tests PREPEND "${PROJECT_SOURCE_DIR}/python/tests/")
+add_test(NAME python_exporters COMMAND ${RML_PYTHON3} -m pytest -q -p no:cacheprovider ${rml_exporter_tests})
 set_tests_properties(python_exporters PROPERTIES LABELS "python;conformance" ENVIRONMENT "${rml_python_env}"
                                                  TIMEOUT 300)
 

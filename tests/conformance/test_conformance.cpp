@@ -165,7 +165,10 @@ TEST_CASE("onnx node tests") {
   std::map<std::string, int> by_reason;
   for (const auto& row : unsupported) {
     std::string reason = row.size() > 1 ? row[1] : "?";
-    if (auto cut = reason.find(" (node"); cut != std::string::npos) reason.resize(cut);
+    // Group by what failed, not where: drop the node's name from "cannot lower ONNX op 'X' (node 'n'): why".
+    if (auto at = reason.find(" (node '"); at != std::string::npos) {
+      if (auto end = reason.find("')", at); end != std::string::npos) reason.erase(at, end + 2 - at);
+    }
     ++by_reason[reason];
   }
   std::ofstream report(dir / "report.txt");
@@ -173,8 +176,11 @@ TEST_CASE("onnx node tests") {
          << ", unsupported " << unsupported.size() << ", reference mismatches " << mismatch.size() << "\n\n";
   for (const auto& f : failures) report << "FAILED " << f << "\n";
   for (const auto& row : mismatch) report << "MISMATCH (NumPy reference) " << row[0] << ": " << row.back() << "\n";
+  std::vector<std::pair<int, std::string>> reasons;
+  for (const auto& [reason, count] : by_reason) reasons.emplace_back(count, reason);
+  std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   report << "\nunsupported, by reason:\n";
-  for (const auto& [reason, count] : by_reason) report << "  " << count << "  " << reason << "\n";
+  for (const auto& [count, reason] : reasons) report << "  " << count << "  " << reason << "\n";
   report << "\nunsupported cases:\n";
   for (const auto& row : unsupported) report << "  " << row[0] << "  " << (row.size() > 1 ? row[1] : "") << "\n";
 
