@@ -86,9 +86,16 @@ inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::ui
   for (ValueId v : def.outputs) is_output[v] = true;
 
   SplitGraph result;
-  NameSet taken;
-  for (ValueId v = 0; v < def.values.size(); ++v) taken.insert(value_display_name(def, v, src[v]));
-  for (std::size_t i = 0; i < def.nodes.size(); ++i) taken.insert(op_display_name(def, i));
+  NameSet taken;  // every name of the graph, filled only when a fresh one is needed
+  bool taken_filled = false;
+  const auto fresh = [&](const std::string& name) {
+    if (!taken_filled) {
+      for (ValueId v = 0; v < def.values.size(); ++v) taken.insert(value_display_name(def, v, src[v]));
+      for (std::size_t i = 0; i < def.nodes.size(); ++i) taken.insert(op_display_name(def, i));
+      taken_filled = true;
+    }
+    return taken.fresh(name);
+  };
   // A value read by a later part crosses under its name; a graph output that also crosses does so
   // through a copy of its own, so that the output stays the merged graph's.
   std::vector<std::string> crossing_name(def.values.size());
@@ -102,7 +109,7 @@ inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::ui
     std::sort(read_in[v].begin(), read_in[v].end());
     if (read_in[v].empty()) continue;
     const std::string name = value_display_name(def, v, src[v]);
-    crossing_name[v] = is_output[v] ? taken.fresh(name) : name;
+    crossing_name[v] = is_output[v] ? fresh(name) : name;
   }
 
   // ---- build the parts (nothing below fails) ----
@@ -166,7 +173,7 @@ inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::ui
       if (is_output[v]) {
         NodeDef copy;
         copy.op = "copy";
-        copy.name = taken.fresh("Copy_" + crossing_name[v]);
+        copy.name = fresh("Copy_" + crossing_name[v]);
         copy.inputs = {mine};
         mine = static_cast<ValueId>(d.values.size());
         d.values.push_back({crossing_name[v], source.values[v].type});
