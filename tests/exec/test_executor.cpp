@@ -192,3 +192,48 @@ TEST_CASE("run_node refuses what compile_op refuses") {
   CHECK(run_node(node, std::vector{Tensor()}).error().to_string() ==
         "INVALID_ARGUMENT: relu: input 0 holds no data");
 }
+
+TEST_CASE("a constant matmul with bias and relu over several packed blocks matches a plain loop") {
+  // 37 x 700 @ 700 x 150 + bias, relu: several depth blocks, and column blocks split over threads.
+  const std::int64_t m = 37, k = 700, n = 150;
+  auto values = [](std::int64_t count, unsigned seed) {
+    std::vector<float> v(static_cast<std::size_t>(count));
+    for (float& x : v) x = static_cast<float>((seed = seed * 1103515245u + 12345u) >> 9) / 8388608.0f - 0.5f;
+    return v;
+  };
+  const auto a = values(m * k, 1), b = values(k * n, 2), bias = values(n, 3);
+  GraphDef g;
+  g.values = {{"x", f32({m, k})}, {"w", f32({k, n})}, {"b", f32({n})}, {"", f32({m, n})}, {"", f32({m, n})},
+              {"y", f32({m, n})}};
+  g.inputs = {0};
+  g.outputs = {5};
+  g.constants = {{1, "", Tensor::from_vector(b, Shape{k, n}), false},
+                 {2, "", Tensor::from_vector(bias, Shape{n}), false}};
+  auto node = [&](std::string op, std::vector<ValueId> in, ValueId out) {
+    NodeDef nd;
+    nd.op = std::move(op);
+    nd.inputs = std::move(in);
+    nd.outputs = {out};
+    g.nodes.push_back(nd);
+  };
+  node("matmul", {0, 1}, 3);
+  node("add", {3, 2}, 4);
+  node("relu", {4}, 5);
+  for (int threads : {1, 2}) {
+    auto exec = Executor::create(Graph(g), {threads}).value();
+    CHECK(exec.step_count() == 1);
+    const auto y = exec.run({Tensor::from_vector(a, Shape{m, k})}).value()[0].to_vector<float>();
+    int bad = 0;
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        double want = bias[static_cast<std::size_t>(j)];
+        for (std::int64_t d = 0; d < k; ++d)
+          want += static_cast<double>(a[static_cast<std::size_t>(i * k + d)]) * b[static_cast<std::size_t>(d * n + j)];
+        want = std::max(want, 0.0);
+        if (std::abs(y[static_cast<std::size_t>(i * n + j)] - want) > 1e-5 * std::sqrt(double(k)) * (1 + std::abs(want)))
+          ++bad;
+      }
+    }
+    CHECK(bad == 0);
+  }
+}

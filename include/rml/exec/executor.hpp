@@ -44,6 +44,7 @@ struct Step {
   std::int64_t bias = -1;        ///< value id of a fused bias, or -1
   std::size_t scratch_offset = 0;
   std::size_t scratch_bytes = 0;
+  std::shared_ptr<const PackedWeights> packed;  ///< a constant matmul right-hand side, packed at create
   std::size_t first_node = 0;  ///< index of the node it starts from (for messages)
   std::size_t node_count = 1;  ///< nodes fused into it
 };
@@ -111,7 +112,7 @@ inline std::string io_label(std::string_view kind, std::size_t index, const std:
 /// Builds the program: compiles and checks every node, fuses, aliases, plans the arena.
 class ProgramBuilder {
  public:
-  explicit ProgramBuilder(const GraphDef& g) : g_(g) {}
+  ProgramBuilder(const GraphDef& g, int threads) : g_(g), threads_(threads) {}
 
   Result<std::shared_ptr<Program>> build() {
     auto prog = std::make_shared<Program>();
@@ -216,6 +217,16 @@ class ProgramBuilder {
     ++s.node_count;
   }
 
+  /// A matmul with a constant 2-D right-hand side and enough rows for GEMM packs it now.
+  void pack_weights_of(Step& s, const NodeDef& node) {
+    const auto& mm = s.kernel.as<MatMulPlan>();
+    const ValueId b = node.inputs[1];
+    if (p_->home[b] != ValueHome::constant || !mm.batch_dims.empty() || mm.m <= kGemvRows || mm.k == 0 || mm.n == 0)
+      return;
+    s.packed = pack_weights(p_->constants[b].data<float>(), mm.k, mm.n, mm.m, threads_);
+    s.scratch_bytes = s.packed->scratch_bytes();
+  }
+
   void fuse_and_emit() {
     absorbed_.assign(g_.nodes.size(), 0);
     for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -240,6 +251,7 @@ class ProgramBuilder {
         fuse_unary_chain(s, i);
         if (s.chain.size() == 1) s.chain.clear();
       } else if (op == OpCode::MatMul) {
+        pack_weights_of(s, node);
         fuse_bias(s, i);
         fuse_unary_chain(s, i);
       } else if (op == OpCode::Conv2d || is_binary(op)) {
@@ -299,6 +311,7 @@ class ProgramBuilder {
   }
 
   const GraphDef& g_;
+  int threads_;
   Program* p_ = nullptr;
   std::vector<Kernel> compiled_;
   std::vector<std::int64_t> producer_;
@@ -318,12 +331,12 @@ class Executor {
     return create(graph.def(), options);
   }
   static Result<Executor> create(const GraphDef& graph, ExecutorOptions options = {}) {
-    RML_ASSIGN_OR_RETURN(auto program, detail::ProgramBuilder(graph).build());
+    int threads = options.threads;
+    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    RML_ASSIGN_OR_RETURN(auto program, detail::ProgramBuilder(graph, threads).build());
     Executor e;
     e.program_ = std::move(program);
     e.workspaces_ = std::make_shared<detail::WorkspacePool>();
-    int threads = options.threads;
-    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (threads > 1) e.pool_ = std::make_shared<detail::ThreadPool>(threads);
     return e;
   }
@@ -421,7 +434,7 @@ class Executor {
       detail::Epilogue epi{s.bias >= 0 ? reinterpret_cast<const float*>(ptrs[s.bias]) : nullptr, s.chain};
       const detail::KernelArgs args{std::span<const std::byte* const>(ws->in_ptrs.data(), s.inputs.size() - (s.bias >= 0)),
                                     std::span<std::byte* const>(&out, 1), pool, arena + s.scratch_offset,
-                                    epi.empty() ? nullptr : &epi, nullptr};
+                                    epi.empty() ? nullptr : &epi, s.packed.get()};
       Status st = s.fn(s.kernel, args);
       if (!st.ok())
         return st.with_prefix("node " + std::to_string(s.first_node) + " (" + std::string(op_name(s.kernel.op)) +

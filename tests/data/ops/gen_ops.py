@@ -202,6 +202,8 @@ def matmul_cases():
         one_op("matmul_" + name, "matmul", [a, b], f32(np.matmul(a.astype(np.float64), b)), meta=tol_k(k))
     a, w = randn(2, 12), randn(12, 16)
     one_op("matmul_const_rhs", "matmul", [a, w], f32(a.astype(np.float64) @ w), meta=tol_k(12), consts=(1,))
+    a, w = randn(3, 7, 33), randn(33, 20)  # 21 rows after folding the batch: packed weights
+    one_op("matmul_const_rhs_packed", "matmul", [a, w], f32(a.astype(np.float64) @ w), meta=tol_k(33), consts=(1,))
 
 
 # ---- conv2d and pools ----
@@ -375,7 +377,7 @@ def movement_cases():
 # ---- graphs that exercise fusion and aliasing ----
 def graph_cases():
     c = Case("fused_mlp_block", tol_k(12))
-    x = c.input(randn(3, 12), "x")
+    x = c.input(randn(6, 12), "x")  # 6 rows: the packed-weights GEMM path
     w, b = randn(12, 8), randn(8)
     wid, bid = c.const(w), c.const(b)
     xd = c.arrays[x].astype(np.float64)
@@ -385,8 +387,8 @@ def graph_cases():
     v = c.node("relu", [v], f32(np.maximum(mm + b, 0)))
     t = np.tanh(np.maximum(mm + b, 0))
     v = c.node("tanh", [v], f32(t))
-    r = c.node("reshape", [v], f32(t).reshape(2, 12), {"shape": [2, 12]})
-    s = c.node("neg", [r], -f32(t).reshape(2, 12))
+    r = c.node("reshape", [v], f32(t).reshape(4, 12), {"shape": [4, 12]})
+    s = c.node("neg", [r], -f32(t).reshape(4, 12))
     c.output(s)
     c.output(v)  # also read by reshape: must not be fused away
     c.write()

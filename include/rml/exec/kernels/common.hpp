@@ -37,7 +37,7 @@ struct KernelArgs {
   const ThreadPool* pool = nullptr;
   std::byte* scratch = nullptr;
   const Epilogue* epilogue = nullptr;
-  const float* packed = nullptr;  ///< constant weights in the kernel's preferred layout, when packed
+  const void* packed = nullptr;  ///< constant weights the executor packed for this kernel, or null
 };
 
 using KernelFn = Status (*)(const Kernel&, const KernelArgs&);

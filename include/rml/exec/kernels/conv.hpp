@@ -92,7 +92,7 @@ template <typename T>
 Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   const auto& p = kernel.as<Conv2dPlan>();
   const float* x = in_ptr<float>(args, 0);
-  const float* w = args.packed ? args.packed : in_ptr<float>(args, 1);
+  const float* w = in_ptr<float>(args, 1);
   float* y = out_ptr<float>(args);
   Epilogue epi;
   if (p.has_bias) epi.bias = in_ptr<float>(args, 2);
