@@ -1,7 +1,7 @@
 // The program every consumer test builds: loads a model through rml and prints its size.
 #include <cstdio>
 
-#include <rml/io/graph_io.hpp>
+#include <rml/rml.hpp>
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -35,6 +35,10 @@ rml_add_consumer_test(install FIXTURE_SETUP rml_installed)
 rml_add_consumer_test(find_package FIXTURE_REQUIRED rml_installed)
 rml_add_consumer_test(add_subdirectory)
 rml_add_consumer_test(fetchcontent)
+# A CI checkout may belong to another user than the one running the tests; trust this one
+# repository (and nothing else) for git's ownership check, for this test only.
+set_tests_properties(consumer.fetchcontent PROPERTIES ENVIRONMENT
+                     "GIT_CONFIG_COUNT=1;GIT_CONFIG_KEY_0=safe.directory;GIT_CONFIG_VALUE_0=${PROJECT_SOURCE_DIR}")
 if(RML_MESON_EXECUTABLE)
   rml_add_consumer_test(meson_subproject)
 else()
@@ -44,4 +48,11 @@ if(RML_PKG_CONFIG_EXECUTABLE)
   rml_add_consumer_test(pkg_config FIXTURE_REQUIRED rml_installed)
 else()
   message(WARNING "rml: pkg-config not found; the test consumer.pkg_config is not registered")
+endif()
+
+# The Conan recipe and the vcpkg port, checked without Conan or vcpkg (see check_recipes.py).
+find_package(Python3 QUIET COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME consumer.recipes COMMAND Python3::Interpreter "${_rml_consumer_dir}/check_recipes.py" "${PROJECT_SOURCE_DIR}")
+  set_tests_properties(consumer.recipes PROPERTIES LABELS consumer)
 endif()
