@@ -195,6 +195,7 @@ class _Lowering(fx.Interpreter):
         self.sym: Dict[fx.Node, Any] = {}
         self.input_names = list(input_names)
         self.folded_into_conv: Dict[fx.Node, Any] = {}
+        self.value_dtypes: Dict[int, torch.dtype] = {}  # id(Value) -> dtype of the PyTorch result it stands for
         self.node: Optional[fx.Node] = None
         self.result: Any = None
 
@@ -210,6 +211,14 @@ class _Lowering(fx.Interpreter):
         if isinstance(x, (bool, int, float)):
             return self.b.scalar(float(x))
         raise ExportError(f"cannot use {type(x).__name__} {x!r} as a tensor")
+
+    def torch_dtype(self, x) -> Optional[torch.dtype]:
+        """The PyTorch dtype behind a lowered argument (a bool mask is an f32 value in rml)."""
+        if isinstance(x, _Param):
+            return x.tensor.dtype
+        if isinstance(x, torch.Tensor):
+            return x.dtype
+        return self.value_dtypes.get(id(x))
 
     def param(self, module_path: str, name: str, tensor: torch.Tensor) -> Value:
         return self.b.param(f"{module_path}.{name}" if module_path else name, _to_numpy(tensor))
@@ -230,8 +239,10 @@ class _Lowering(fx.Interpreter):
             self.sym[n] = self._lower(n, result)
         except ExportError as e:
             where = n.meta.get("rml_module") or (n.target if n.op == "call_module" else "")
-            raise ExportError(f"cannot lower {_framework_name(n, self.module)} at {where or '<top>'} "
-                              f"(fx node '{n.name}'): {e}") from None
+            error = ExportError(f"cannot lower {_framework_name(n, self.module)} at {where or '<top>'} "
+                                f"(fx node '{n.name}'): {e}")
+            error.message = error.args[0]  # fx.Interpreter appends its own traceback to args; from_torch drops it
+            raise error from None
         self._check(n, self.sym[n], result)
         return result
 
@@ -278,6 +289,7 @@ class _Lowering(fx.Interpreter):
             if list(sym.shape) != list(result.shape) or sym.dtype != _rml_dtype(result):
                 raise ExportError(f"fx node '{n.name}' lowered to {sym.dtype} {list(sym.shape)} but PyTorch gives "
                                   f"{result.dtype} {list(result.shape)}")
+            self.value_dtypes[id(sym)] = result.dtype
             if sym.producer is not None and n.op != "placeholder":
                 if not sym.name:
                     sym.name = n.name
@@ -936,15 +948,13 @@ def multi_head_attention(ctx, m: nn.MultiheadAttention, path: str, query, key, v
         if mask is None:
             continue
         mv = ctx.value(mask)
-        is_bool = isinstance(mask, (torch.Tensor, _Param)) and \
-            (mask.tensor if isinstance(mask, _Param) else mask).dtype == torch.bool
         if shape is None and len(mv.shape) == 3:  # [B * H, T, S]
             shape = [batch, heads, tgt, src]
         if shape is not None:
             mv = ctx.op("reshape", mv, shape=shape)
-        if is_bool or mask is key_padding_mask:
+        if ctx.torch_dtype(mask) == torch.bool:  # True = not allowed to attend
             scores = ctx.op("where", mv, float("-inf"), scores)
-        else:
+        else:  # a float mask is added
             scores = ctx.op("add", scores, mv)
     probs = ctx.op("softmax", scores, axis=-1)
     out = ctx.op("matmul", probs, vh)  # [B, H, T, hd]
@@ -1030,7 +1040,10 @@ def from_torch(module: nn.Module, example_inputs, stem=None, *, input_names: Opt
         example_inputs = (example_inputs,)
     module = module.eval()
     tracer = _Tracer(example_inputs)
-    graph = tracer.trace(module)
+    try:
+        graph = tracer.trace(module)
+    except (fx.proxy.TraceError, TypeError, NotImplementedError) as e:  # control flow on values, unsupported calls
+        raise ExportError(f"torch.fx cannot trace {type(module).__name__}: {e}") from None
     for node in graph.nodes:
         node.meta.pop("rml_concrete", None)
     gm = fx.GraphModule(tracer.root, graph)
@@ -1038,7 +1051,10 @@ def from_torch(module: nn.Module, example_inputs, stem=None, *, input_names: Opt
     builder = GraphBuilder(type(module).__name__, PRODUCER)
     lowering = _Lowering(gm, builder, input_names or placeholders)
     with torch.no_grad():
-        lowering.run(*example_inputs)
+        try:
+            lowering.run(*example_inputs)
+        except ExportError as e:
+            raise ExportError(getattr(e, "message", str(e))) from None
     out_node = next(n for n in graph.nodes if n.op == "output")
     outputs = lowering.sym[out_node]
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]

@@ -25,7 +25,8 @@ def run_both(module, inputs, tmp_path, tol=1e-5):
         want = module(*inputs)
     want = want if isinstance(want, (tuple, list)) else (want,)
     g, w = reference.load(stem)
-    rml_inputs = [t.numpy().astype(np.int32) if not t.is_floating_point() else t.numpy() for t in inputs]
+    rml_inputs = [t.numpy().astype(np.float32 if t.dtype in (torch.bool, torch.float32) else np.int32)
+                  for t in inputs]  # booleans are f32 masks in rml
     got = reference.run_graph(g, w, rml_inputs)
     for a, b in zip(got, want):
         b = b.numpy()
@@ -115,6 +116,25 @@ def test_multi_head_attention(tmp_path, batch_first):
         q, kv = q.transpose(0, 1), kv.transpose(0, 1)
     mask = torch.randn(3, 5)
     run_both(Attention(batch_first), (q, kv, mask), tmp_path)
+    bool_mask = torch.rand(3, 5) > 0.7
+    bool_mask[:, 0] = False  # every query keeps one key
+    run_both(Attention(batch_first), (q, kv, bool_mask), tmp_path)
+
+
+def test_attention_key_padding_masks(tmp_path):
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x, pad, causal):
+            return self.mha(x, x, x, key_padding_mask=pad)[0], self.mha(x, x, x, attn_mask=causal,
+                                                                          key_padding_mask=pad)[0]
+
+    torch.manual_seed(2)
+    pad = torch.tensor([[False, False, True, True], [False, True, False, False]])
+    causal = torch.triu(torch.full((4, 4), float("-inf")), 1)
+    run_both(Masked(), (torch.randn(2, 4, 8), pad, causal), tmp_path)
 
 
 def test_pooling_variants(tmp_path):
@@ -146,8 +166,19 @@ def test_unsupported_op_names_the_op_and_the_module():
         def forward(self, x, grid):
             return self.warp(x, grid)
 
-    with pytest.raises(ExportError, match=r"cannot lower .*grid_sample.* at warp"):
+    with pytest.raises(ExportError) as error:
         from_torch(Net(), (torch.randn(1, 1, 4, 4), torch.rand(1, 2, 2, 2)))
+    assert str(error.value) == ("cannot lower torch.nn.functional.grid_sample at warp (fx node 'grid_sample'): "
+                                "no lowering onto the rml op set")
+
+
+def test_value_dependent_control_flow_is_refused():
+    class Branchy(nn.Module):
+        def forward(self, x):
+            return x if x.sum() > 0 else -x
+
+    with pytest.raises(ExportError, match="torch.fx cannot trace Branchy"):
+        from_torch(Branchy(), (torch.randn(3),))
 
 
 @pytest.mark.parametrize("name", [n for n, (_, _, committed) in models.ZOO.items() if committed])
