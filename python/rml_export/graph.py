@@ -43,10 +43,13 @@ class Value:
 
 
 class Node:
+    """An emitted op: the values it reads and writes, its attributes, name and origin."""
+
     __slots__ = ("op", "inputs", "outputs", "attrs", "name", "origin")
 
     def __init__(self, op, inputs, outputs, attrs, name, origin):
-        self.op, self.inputs, self.outputs, self.attrs, self.name, self.origin = op, inputs, outputs, attrs, name, origin
+        self.op, self.inputs, self.outputs, self.attrs = op, inputs, outputs, attrs
+        self.name, self.origin = name, origin
 
 
 def rml_dtype_of(array: np.ndarray) -> str:

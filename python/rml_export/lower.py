@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 
 from .graph import GraphBuilder, Value
 from .ops import ExportError
+
+
+def registrar(table: Dict) -> Callable:
+    """`@register(key, ...)` decorators that file a lowering under each key of `table`."""
+    def register(*keys):
+        def file(fn):
+            for key in keys:
+                table[key] = fn
+            return fn
+        return file
+    return register
 
 
 def avg_pool(b: GraphBuilder, x: Value, kernel: Sequence[int], strides: Sequence[int], pads: Sequence[int],

@@ -86,12 +86,7 @@ def _attrs(node: onnx.NodeProto) -> Dict:
 HANDLERS: Dict[str, Callable] = {}
 
 
-def _handles(*names):
-    def register(fn):
-        for n in names:
-            HANDLERS[n] = fn
-        return fn
-    return register
+_handles = lower.registrar(HANDLERS)
 
 
 def _unary(op):
@@ -302,12 +297,18 @@ def _window_attrs(ctx, x4, kernel, rank1d, a):
     return strides, dilations, pads
 
 
-@_handles("Conv")
-def _conv(ctx, x, w, bias=None, **a):
-    x4, restore = _to_2d(ctx, x, "Conv")
+def _conv_operands_2d(ctx, x, w, what):
+    """Input and weight of a 1-D or 2-D (transposed) convolution as 2-D ones; returns (x, w, restore, is_1d)."""
+    x4, restore = _to_2d(ctx, x, what)
     rank1d = len(x.shape) == 3
     if rank1d:
         w = ctx.op("reshape", w, shape=[w.shape[0], w.shape[1], 1, w.shape[2]])
+    return x4, w, restore, rank1d
+
+
+@_handles("Conv")
+def _conv(ctx, x, w, bias=None, **a):
+    x4, w, restore, rank1d = _conv_operands_2d(ctx, x, w, "Conv")
     strides, dilations, pads = _window_attrs(ctx, x4, list(w.shape[2:]), rank1d, a)
     inputs = [x4, w] + ([bias] if bias is not None else [])
     return restore(ctx.op("conv2d", *inputs, strides=strides, pads=pads, dilations=dilations,
@@ -352,10 +353,6 @@ def _pool(ctx, x, **a):
 def _global_pool(ctx, x, **a):
     axes = list(range(2, len(x.shape)))
     return ctx.op("mean" if ctx.node.op_type == "GlobalAveragePool" else "max", x, axes=axes, keepdims=True)
-
-
-def _channel_shape(x, rank_from=1):
-    return [-1] + [1] * (len(x.shape) - 1 - rank_from)
 
 
 @_handles("BatchNormalization")
@@ -731,10 +728,7 @@ def _eye_like(ctx, x, dtype=None, k=0, **a):
 @_handles("ConvTranspose")
 def _conv_transpose(ctx, x, w, bias=None, **a):
     """Zero-stuff the input by the stride, pad by the flipped kernel's reach, convolve with the flipped weights."""
-    x4, restore = _to_2d(ctx, x, "ConvTranspose")
-    rank1d = len(x.shape) == 3
-    if rank1d:
-        w = ctx.op("reshape", w, shape=[w.shape[0], w.shape[1], 1, w.shape[2]])
+    x4, w, restore, rank1d = _conv_operands_2d(ctx, x, w, "ConvTranspose")
     n, c, h, wd = x4.shape
     groups = a.get("group", 1)
     kernel = list(w.shape[2:])
@@ -765,7 +759,8 @@ def _conv_transpose(ctx, x, w, bias=None, **a):
     # 2. weights [C_in, C_out/g, kh, kw] -> [C_out, C_in/g, kh, kw], flipped in space
     cin, cout_g = w.shape[0], w.shape[1]
     wt = ctx.op("reshape", w, shape=[groups, cin // groups, cout_g] + kernel)
-    wt = ctx.op("reshape", ctx.op("transpose", wt, perm=[0, 2, 1, 3, 4]), shape=[groups * cout_g, cin // groups] + kernel)
+    wt = ctx.op("transpose", wt, perm=[0, 2, 1, 3, 4])
+    wt = ctx.op("reshape", wt, shape=[groups * cout_g, cin // groups] + kernel)
     for axis in (2, 3):
         if wt.shape[axis] > 1:
             wt = ctx.op("gather", wt, ctx.b.const(np.arange(wt.shape[axis] - 1, -1, -1, dtype=np.int32)), axis=axis)
@@ -896,8 +891,8 @@ def from_onnx(model_or_path, stem=None, *, allow_double: bool = False,
     Writes `<stem>.json` and `<stem>.safetensors` when `stem` is given; returns the graph JSON dict.
     Raises ExportError: `cannot lower ONNX op 'X' (node 'n'): <reason>`, or for a model rml cannot represent.
     """
-    model = onnx.load(model_or_path) if isinstance(model_or_path, (str, bytes)) or hasattr(model_or_path, "__fspath__") \
-        else model_or_path
+    is_path = isinstance(model_or_path, (str, bytes)) or hasattr(model_or_path, "__fspath__")
+    model = onnx.load(model_or_path) if is_path else model_or_path
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     if opset > MAX_OPSET:
         raise ExportError(f"ONNX opset {opset} is newer than the supported {MAX_OPSET}")

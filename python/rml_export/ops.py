@@ -6,7 +6,7 @@ would not type-check in rml. They mirror `compile_op` but are written independen
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 UNARY = ("neg", "abs", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "reciprocal", "erf", "gelu", "silu",
          "sin", "cos")

@@ -328,28 +328,9 @@ FUNCTION_HANDLERS: Dict[Any, Callable] = {}
 METHOD_HANDLERS: Dict[str, Callable] = {}
 
 
-def _functions(*targets):
-    def register(fn):
-        for t in targets:
-            FUNCTION_HANDLERS[t] = fn
-        return fn
-    return register
-
-
-def _methods(*names):
-    def register(fn):
-        for name in names:
-            METHOD_HANDLERS[name] = fn
-        return fn
-    return register
-
-
-def _modules(*types):
-    def register(fn):
-        for t in types:
-            MODULE_HANDLERS[t] = fn
-        return fn
-    return register
+_functions = lower.registrar(FUNCTION_HANDLERS)
+_methods = lower.registrar(METHOD_HANDLERS)
+_modules = lower.registrar(MODULE_HANDLERS)
 
 
 def _pair(v):
@@ -528,16 +509,16 @@ def _cast_method(ctx, x, *args, **kwargs):
 
 
 # -- reductions, softmax, normalisation -----------------------------------------------------------------------
-def _dims(dim, rank):
+def _dims(dim):
     if dim is None:
         return []
-    return [d for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
+    return list(dim) if isinstance(dim, (list, tuple)) else [dim]
 
 
 def _reduction(op):
     def lower(ctx, x, dim=None, keepdim=False, *args, dtype=None, **kwargs):
         v = ctx.value(x)
-        return ctx.op(op, v, axes=_dims(dim, len(v.shape)), keepdims=keepdim)
+        return ctx.op(op, v, axes=_dims(dim), keepdims=keepdim)
     return lower
 
 
@@ -828,17 +809,13 @@ def _stack(ctx, tensors, dim=0):
     return ctx.op("concat", *[ctx.op("reshape", t, shape=part) for t in tensors], axis=axis)
 
 
-def _split_sizes(ctx, x, axis):
-    return [r.shape[axis] for r in ctx.result]
-
-
 def _split(ctx, x, *args, dim=0, **kwargs):
     if ctx.node.target in (torch.chunk, "chunk", torch.split, "split") and len(args) > 1:
         dim = args[1]
     v = ctx.value(x)
     axis = normalize_axis(dim, len(v.shape))
     parts, start = [], 0
-    for size in _split_sizes(ctx, v, axis):
+    for size in (r.shape[axis] for r in ctx.result):
         parts.append(ctx.op("slice", v, starts=[start], ends=[start + size], axes=[axis], steps=[1]))
         start += size
     return tuple(parts)
@@ -913,11 +890,6 @@ def _advanced_index(ctx, v, index):
             raise ExportError("boolean mask indexing (data-dependent shape)")
     iv = _cast_to(ctx, idx, "i32")
     return ctx.op("gather", v, iv, axis=axis)
-
-
-@_methods("size", "dim")
-def _static_size(ctx, *args, **kwargs):
-    return ctx.result
 
 
 # -- attention and transformer layers -------------------------------------------------------------------------
@@ -1020,11 +992,6 @@ def _transformer_encoder(ctx, m, path, src, mask=None, src_key_padding_mask=None
         x = layer_norm(ctx, x, len(m.norm.normalized_shape), ctx.param(path, "norm.weight", m.norm.weight),
                        ctx.param(path, "norm.bias", m.norm.bias), m.norm.eps)
     return x
-
-
-@_modules(nn.Sequential)
-def _sequential(ctx, m, path, x):  # only reached when a Sequential is a leaf of a custom tracer
-    raise ExportError("nn.Sequential as a leaf module")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -224,7 +224,8 @@ def test_einsum_and_local_response_norm(tmp_path):
             self.lrn = nn.LocalResponseNorm(3, alpha=0.1, beta=0.75, k=2.0)
 
         def forward(self, a, b, x):
-            return (torch.einsum("bij,bjk->bik", a, b), torch.einsum("bij->jb", a), torch.einsum("bij,bkj->bki", a, b.transpose(1, 2) * 1.0),
-                    torch.einsum("bij,bjk->", a, b), self.lrn(x), F.local_response_norm(x, 4))
+            return (torch.einsum("bij,bjk->bik", a, b), torch.einsum("bij->jb", a),
+                    torch.einsum("bij,bkj->bki", a, b.transpose(1, 2) * 1.0), torch.einsum("bij,bjk->", a, b),
+                    self.lrn(x), F.local_response_norm(x, 4))
 
     run_both(Mix(), (torch.randn(2, 3, 4), torch.randn(2, 4, 5), torch.randn(1, 6, 3, 3)), tmp_path, tol=1e-5)

@@ -56,7 +56,8 @@ std::string compare(const rml::Tensor& got, const rml::Tensor& want, Tolerance t
   if (want.dtype() == rml::DType::i32) {
     auto g = got.span<std::int32_t>(), w = want.span<std::int32_t>();
     for (std::size_t i = 0; i < w.size(); ++i)
-      if (g[i] != w[i]) return "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " != " + std::to_string(w[i]);
+      if (g[i] != w[i])
+        return "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " != " + std::to_string(w[i]);
     return {};
   }
   auto g = got.span<float>(), w = want.span<float>();
