@@ -18,13 +18,14 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <string_view>
 
 #include <rml/core/status.hpp>
 #include <rml/core/tensor.hpp>
-#include <rml/io/detail/file.hpp>
 
 namespace rml_cli {
 
@@ -58,7 +59,10 @@ inline rml::Result<rml::Tensor> read_npy(const std::filesystem::path& path) {
   using namespace npy_detail;
   static_assert(std::endian::native == std::endian::little, "rml: read_npy assumes a little-endian host");
   const std::string where = path.string() + ": ";
-  RML_ASSIGN_OR_RETURN(std::string bytes, rml::detail::read_file(path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return rml::not_found(where + "cannot open");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return rml::data_loss(where + "read failed");
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
     return rml::data_loss(where + "not an .npy file (no \\x93NUMPY magic)");
   const auto major = static_cast<unsigned char>(bytes[6]);

@@ -21,12 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include <rml/check/infer.hpp>
-#include <rml/edit/edit.hpp>
-#include <rml/exec/edit_hooks.hpp>
-#include <rml/exec/executor.hpp>
-#include <rml/io.hpp>
-#include <rml/serial/serialize.hpp>
+#include <rml/rml.hpp>
 
 #include "npy.hpp"
 
@@ -160,7 +155,8 @@ std::string save_model(const Graph& graph, const std::string& path) {
     return path;
   }
   get(rml::save_graph(graph, path));
-  const fs::path stem = rml::detail::stem_of(path);
+  fs::path stem = path;
+  if (stem.extension() == ".json" || stem.extension() == ".safetensors") stem.replace_extension();
   return stem.string() + ".json + " + stem.string() + ".safetensors";
 }
 
@@ -264,6 +260,7 @@ int cmd_info(const Args& args) {
   std::printf("memory: weights %s, inputs %s, computed values %s (before the executor shares buffers)\n",
               bytes_text(weight_bytes).c_str(), bytes_text(input_bytes).c_str(), bytes_text(computed_bytes).c_str());
 
+  // The estimate min_value_cut balances FLOPs with (rml/edit/cut.hpp); not yet public API.
   double flops = 0;
   for (const rml::NodeDef& n : def.nodes) flops += rml::detail::estimate_flops(def, n);
   std::printf("flops: %s (estimated from the recorded shapes)\n", flops_text(flops).c_str());

@@ -92,6 +92,10 @@ rml_cli_test(run.truncated_npy EXIT 2 STDERR "^rml: DATA_LOSS: tests/cli/data/x_
              ARGS run tests/data/torch_mlp --input x=${data}/x_truncated.npy)
 rml_cli_test(run.f16_npy EXIT 3 STDERR "^rml: UNSUPPORTED: tests/cli/data/x_f16.npy: dtype '<f2'"
              ARGS run tests/data/torch_mlp --input x=${data}/x_f16.npy)
+rml_cli_test(run.missing_npy EXIT 2 STDERR "^rml: NOT_FOUND: tests/cli/data/missing.npy: "
+             ARGS run tests/data/torch_mlp --input x=${data}/missing.npy)
+rml_cli_test(run.bad_extension EXIT 1 STDERR "the file must be .npy or .safetensors"
+             ARGS run tests/data/torch_mlp --input x=${data}/bad_shape.json)
 rml_cli_test(run.bad_threads EXIT 1 STDERR "--threads takes an integer >= 1, not 'many'"
              ARGS run tests/data/torch_mlp --threads many)
 
