@@ -292,15 +292,24 @@ Tensor tensor_to(const Tensor& t, const py::handle& device) {
 // ---------------------------------------------------------------------------------------------
 // Graphs
 
-/// Python sequences of tensors (or array-likes) as the inputs of a run.
-std::vector<Tensor> run_inputs(const py::iterable& inputs) {
+/// The inputs of a run: tensors as they are (the run checks them), anything else converted to the dtype
+/// `expected(i)` says input i has (nothing when there is no input i).
+template <typename Expected>
+std::vector<Tensor> run_inputs(const py::iterable& inputs, Expected&& expected) {
   std::vector<Tensor> out;
-  for (const py::handle& h : inputs) out.push_back(to_tensor(h, std::nullopt, "run"));
+  for (const py::handle& h : inputs) {
+    const std::optional<DType> dtype = py::isinstance<Tensor>(h) ? std::nullopt : expected(out.size());
+    out.push_back(to_tensor(h, dtype, "run"));
+  }
   return out;
 }
 
 std::vector<Tensor> run_graph(const Graph& graph, const py::iterable& inputs) {
-  std::vector<Tensor> in = run_inputs(inputs);
+  const GraphDef& def = graph.def();
+  std::vector<Tensor> in = run_inputs(inputs, [&](std::size_t i) -> std::optional<DType> {
+    if (i >= def.inputs.size() || def.inputs[i] >= def.values.size()) return std::nullopt;
+    return def.values[def.inputs[i]].type.dtype;
+  });
   Result<std::vector<Tensor>> out = [&] {
     py::gil_scoped_release nogil;
     return graph.run(in);
@@ -337,6 +346,7 @@ class LentParts {
                                                   "' are the same Graph object; pass a copy() for the second");
       owners_.push_back(g);
     }
+    parts_.reserve(parts.size());  // so that no push_back below can throw with a graph half lent
     for (std::size_t i = 0; i < parts.size(); ++i) parts_.push_back({parts[i].first, std::move(*owners_[i])});
   }
   LentParts(const LentParts&) = delete;
@@ -433,8 +443,16 @@ Graph trace_graph(const py::function& fn, const std::vector<TensorSpec>& signatu
 // ---------------------------------------------------------------------------------------------
 // Serialization
 
-std::span<const std::uint8_t> bytes_of(const py::buffer_info& info) {
-  return {static_cast<const std::uint8_t*>(info.ptr), static_cast<std::size_t>(info.size * info.itemsize)};
+py::bytes graph_bytes(const Graph& g) {
+  const std::vector<std::uint8_t> bytes = serialize(g);
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+Graph graph_from_buffer(const py::buffer& data) {
+  const py::buffer_info info = data.request();
+  const std::span<const std::uint8_t> bytes(static_cast<const std::uint8_t*>(info.ptr),
+                                            static_cast<std::size_t>(info.size * info.itemsize));
+  return unwrap(deserialize<Graph>(bytes));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -536,6 +554,10 @@ void define_tensor(py::module_& m) {
              return t.shape()[0];
            })
       .def("__repr__", &tensor_repr)
+      .def("__reduce__",
+           [](const py::object& self) {
+             return py::make_tuple(py::type::of(self), py::make_tuple(tensor_as_numpy(self).attr("copy")(), self.attr("dtype")));
+           })
       .def("__neg__", [](const Tensor& t) { return ops::neg(t); })
       .def("__add__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::add(x, y); })
       .def("__radd__", [](const py::object& a, const py::object& b) { auto [y, x] = operands(b, a); return ops::add(y, x); })
@@ -712,6 +734,7 @@ void define_graph(py::module_& m) {
       .def_property_readonly("finalized", &Graph::finalized)
       .def_property_readonly("consumed", &Graph::consumed)
       .def_property_readonly("device", &Graph::device)
+      .def_property_readonly("metadata", [](const Graph& g) { return g.def().metadata; })
       .def("copy", [](const Graph& g) { return Graph(g); }, "A copy of the structure that shares the weights.")
       .def("__copy__", [](const Graph& g) { return Graph(g); })
       .def("__deepcopy__", [](const Graph& g, const py::object&) { return Graph(g); }, "memo"_a)
@@ -744,7 +767,9 @@ void define_graph(py::module_& m) {
       .def("optimize", [](Graph& g) { check(g.optimize()); })
       .def("finalize", [](Graph& g) { check(g.finalize()); }, "Type-checks and compiles; a finalized graph runs.")
       .def("run", &run_graph, "inputs"_a, "Runs a finalized graph on tensors or arrays; releases the GIL meanwhile.")
-      .def("__repr__", &graph_repr);
+      .def("__repr__", &graph_repr)
+      .def(py::pickle([](const Graph& g) { return py::make_tuple(graph_bytes(g)); },
+                      [](const py::tuple& state) { return graph_from_buffer(state[0].cast<py::buffer>()); }));
 
   py::class_<TensorSpec>(m, "TensorSpec", "One input of a trace: its name, dtype and shape.")
       .def(py::init([](std::string name, const py::object& dtype, std::vector<std::int64_t> shape) {
@@ -785,19 +810,8 @@ void define_io_and_serial(py::module_& m) {
   m.def("parse_graph", [](std::string_view json) { return unwrap(parse_graph(json, nullptr)); }, "json"_a,
         "A graph from rml-graph JSON whose constants are all inline.");
 
-  m.def(
-      "serialize", [](const Graph& g) {
-        const std::vector<std::uint8_t> bytes = serialize(g);
-        return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-      },
-      "graph"_a, "The graph as one self-contained rml-msgpack document (weights included).");
-  m.def(
-      "deserialize",
-      [](const py::buffer& data) {
-        const py::buffer_info info = data.request();
-        return unwrap(deserialize<Graph>(bytes_of(info)));
-      },
-      "data"_a, "The graph serialize() wrote; DataLossError for truncated or corrupt bytes.");
+  m.def("serialize", &graph_bytes, "graph"_a, "The graph as one self-contained rml-msgpack document (weights included).");
+  m.def("deserialize", &graph_from_buffer, "data"_a, "The graph serialize() wrote; DataLossError for truncated or corrupt bytes.");
   m.def("serialize_to_file", [](const Graph& g, const std::filesystem::path& path) { check(serialize_to_file(g, path)); },
         "graph"_a, "path"_a);
   m.def("deserialize_from_file", [](const std::filesystem::path& path) { return unwrap(deserialize_from_file<Graph>(path)); },
@@ -826,7 +840,10 @@ void define_executor(py::module_& m) {
       .def(
           "run",
           [](const Executor& e, const py::iterable& inputs) {
-            std::vector<Tensor> in = run_inputs(inputs);
+            std::vector<Tensor> in = run_inputs(inputs, [&](std::size_t i) -> std::optional<DType> {
+              if (i >= e.input_names().size()) return std::nullopt;
+              return e.input_type(i).dtype;
+            });
             Result<std::vector<Tensor>> out = [&] {
               py::gil_scoped_release nogil;
               return e.run(std::span<const Tensor>(in));

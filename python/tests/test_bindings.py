@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import gc
 import os
+import pickle
 import threading
 
 import numpy as np
@@ -259,6 +260,22 @@ def test_weights_made_in_python_survive_a_save_and_a_serialization(tmp_path):
     again = rml.deserialize_from_file(tmp_path / "linear.rmlpack")
     again.finalize()
     np.testing.assert_allclose(np.asarray(again.run([X])[0]), X @ w + 1.0, rtol=1e-5)
+
+
+def test_graphs_and_tensors_pickle():
+    graph = pickle.loads(pickle.dumps(traced_pool()))
+    rml.assert_structural_equal(graph, traced_pool())
+    t = pickle.loads(pickle.dumps(rml.tensor([1, 2, 3])))
+    assert t.dtype == rml.int32 and t.tolist() == [1, 2, 3]
+
+
+def test_a_run_converts_plain_data_to_the_inputs_dtype():
+    graph = traced_pool()
+    graph.finalize()
+    (y,) = graph.run([[[1, -2, 3], [-4, 5, -6]]])  # integers, for an f32 input
+    np.testing.assert_allclose(np.asarray(y), pool_reference(X))
+    with pytest.raises(rml.InvalidArgumentError, match="x"):
+        graph.run([rml.tensor([[1, -2, 3], [-4, 5, -6]])])  # an i32 tensor is the caller's to cast
 
 
 def test_assert_structural_equal_names_the_difference():

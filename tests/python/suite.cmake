@@ -34,3 +34,10 @@ add_test(NAME python.bindings
                  "${PROJECT_SOURCE_DIR}/python/tests/test_bindings.py")
 set_tests_properties(python.bindings PROPERTIES LABELS "python" ENVIRONMENT "${_rml_py_env};RML_REQUIRE_BINDINGS=1"
                                                 TIMEOUT 300)
+
+# `cmake --install` of the python component gives a package that imports and computes.
+add_test(NAME python.install
+         COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DPREFIX=${CMAKE_CURRENT_BINARY_DIR}/python_install
+                 -DPACKAGE_DIR=${RML_PYTHON_INSTALL_DIR} -DPYTHON=${Python3_EXECUTABLE}
+                 -P "${CMAKE_CURRENT_LIST_DIR}/install_and_import.cmake")
+set_tests_properties(python.install PROPERTIES LABELS "python" TIMEOUT 120)
