@@ -174,7 +174,9 @@ class SerialReader {
     }
   }
 
-  /// A reflected struct from a map of field names (see the layout above).
+  /// A reflected struct from a map of field names (see the layout above). Keys in declaration
+  /// order (what the writer writes) are matched against precomputed bytes; anything else (unknown
+  /// keys, another order) goes through the general loop.
   template <Reflected T>
   bool read_struct(T& obj) {
     static constexpr auto fields = T::fields();
@@ -182,30 +184,33 @@ class SerialReader {
     std::uint32_t n = 0;
     if (!at_kind(0x80, "a map (struct)") || !read_map_header(n) || !enter()) return false;
     std::bitset<count> seen;
-    std::size_t next = 0;
-    for (std::uint32_t i = 0; i < n; ++i) {
+    std::uint32_t done = 0;
+    bool ok = true;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (void)((done < n && at_key<T, I>() ? (p_ += EncodedKey<T, I>::bytes.size(), seen.set(I), ++done,
+                                            ok = read(obj.*(std::get<I>(fields).member)) || in_field(field_name<T>(I)))
+                                         : true) &&
+             ...);
+    }(std::make_index_sequence<count>{});
+    if (!ok) return false;
+    for (; done < n; ++done) {
       std::string_view key;
       if (!read_str(key)) return false;
       std::size_t index = count;
-      if (next < count && field_name<T>(next) == key) {
-        index = next;
-      } else {
-        for (std::size_t j = 0; j < count; ++j)
-          if (field_name<T>(j) == key) index = j;
-      }
+      for (std::size_t j = 0; j < count; ++j)
+        if (field_name<T>(j) == key) index = j;
       if (index == count) {  // a field this reader does not know: written by a newer writer
         if (!skip()) return in_field(key);
         continue;
       }
       if (seen[index]) return fail_back(Code::data_loss, "field \"" + std::string(key) + "\" appears twice");
       seen.set(index);
-      const bool ok = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ok = [&]<std::size_t... I>(std::index_sequence<I...>) {
         bool result = true;
         (void)((index == I ? (result = read(obj.*(std::get<I>(fields).member)), true) : false) || ...);
         return result;
       }(std::make_index_sequence<count>{});
       if (!ok) return in_field(key);
-      next = index + 1;
     }
     return leave();
   }
@@ -222,6 +227,13 @@ class SerialReader {
     std::uint32_t id = 0;
     std::string_view type;
   };
+
+  // True when the next bytes are field I's key, exactly as the writer encodes it.
+  template <typename T, std::size_t I>
+  bool at_key() const noexcept {
+    constexpr const auto& key = EncodedKey<T, I>::bytes;
+    return static_cast<std::size_t>(end_ - p_) >= key.size() && std::memcmp(p_, key.data(), key.size()) == 0;
+  }
 
   template <Reflected T>
   static constexpr std::string_view field_name(std::size_t i) {
@@ -260,9 +272,12 @@ class SerialReader {
     return false;
   }
   bool enter() {
-    if (++depth_ > serial_max_depth)
-      return fail(Code::data_loss, "nesting deeper than " + std::to_string(serial_max_depth) + " levels");
-    return true;
+    if (++depth_ <= serial_max_depth) [[likely]]
+      return true;
+    return too_deep();
+  }
+  [[gnu::cold, gnu::noinline]] bool too_deep() {
+    return fail(Code::data_loss, "nesting deeper than " + std::to_string(serial_max_depth) + " levels");
   }
   bool leave() {
     --depth_;
@@ -287,7 +302,7 @@ class SerialReader {
       default: return "an extension value";
     }
   }
-  bool wrong_type(const char* expected) {
+  [[gnu::cold, gnu::noinline]] bool wrong_type(const char* expected) {
     if (p_ == end_) return fail(Code::data_loss, std::string("truncated: expected ") + expected);
     return fail(Code::data_loss, std::string("expected ") + expected + ", found " + kind_name(*p_));
   }
@@ -305,7 +320,11 @@ class SerialReader {
   // ---- MessagePack primitives ----
 
   bool need(std::size_t n) {
-    if (static_cast<std::size_t>(end_ - p_) >= n) return true;
+    if (static_cast<std::size_t>(end_ - p_) >= n) [[likely]]
+      return true;
+    return truncated(n);
+  }
+  [[gnu::cold, gnu::noinline]] bool truncated(std::size_t n) {
     return fail(Code::data_loss, "truncated: " + std::to_string(n) + " bytes needed, " +
                                      std::to_string(end_ - p_) + " remain");
   }
@@ -326,7 +345,12 @@ class SerialReader {
   // Checks that `count` items of at least `min_bytes` each fit in what remains.
   bool fits(std::uint64_t count, std::uint64_t min_bytes, const char* what) {
     const auto remain = static_cast<std::uint64_t>(end_ - p_);
-    if (count <= remain / min_bytes) return true;
+    if (count * min_bytes <= remain) [[likely]]  // count < 2^32, min_bytes <= 2: no overflow
+      return true;
+    return too_long(count, what);
+  }
+  [[gnu::cold, gnu::noinline]] bool too_long(std::uint64_t count, const char* what) {
+    const auto remain = static_cast<std::uint64_t>(end_ - p_);
     return fail_back(Code::data_loss, std::string(what) + " of " + std::to_string(count) + " claims more than the " +
                                           std::to_string(remain) + " bytes that remain");
   }
@@ -551,12 +575,17 @@ class SerialReader {
         const auto remain = static_cast<std::size_t>(end_ - p_);
         if (std::size_t{n} * sizeof(E) <= 16 * remain + 4096) out.reserve(n);
         for (std::uint32_t i = 0; i < n; ++i) {
-          E e{};
           bool ok;
-          if constexpr (Reflected<E>) ok = read_struct(e);  // already fresh
-          else ok = read(e);
+          if constexpr (std::is_same_v<E, bool>) {
+            bool b = false;
+            ok = read(b);
+            out.push_back(b);
+          } else if constexpr (Reflected<E>) {
+            ok = read_struct(out.emplace_back());  // already fresh
+          } else {
+            ok = read(out.emplace_back());
+          }
           if (!ok) return in_element(i);
-          out.push_back(std::move(e));
         }
       }
       return leave();

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <unordered_set>
 #include <vector>
 
 #include "rml/core/status.hpp"
@@ -38,6 +39,21 @@ const serial_root_t<T>& serial_root(const T& value) {
   else return value;
 }
 
+// A guess at the document's size, so the writer rarely grows its buffer: graphs by counting
+// their parts and weights, anything else starts small.
+template <typename T>
+std::size_t serial_size_hint(const T& value) {
+  if constexpr (std::is_same_v<T, GraphDef>) {
+    std::size_t bytes = 256 + 96 * value.nodes.size() + 48 * value.values.size() + 64 * value.constants.size();
+    std::unordered_set<const std::byte*> seen;  // tied weights are written once
+    for (const auto& c : value.constants)
+      if (c.data.defined() && seen.insert(c.data.raw_data()).second) bytes += c.data.nbytes();
+    return bytes;
+  } else {
+    return 256;
+  }
+}
+
 }  // namespace detail
 
 /// The rml-msgpack document holding `value` (a reflected type, a Graph, or any field type).
@@ -48,6 +64,7 @@ template <typename T>
 std::vector<std::uint8_t> serialize(const T& value) {
   using Root = detail::serial_root_t<T>;
   detail::SerialWriter writer;
+  writer.reserve(detail::serial_size_hint(detail::serial_root(value)));
   writer.write_map_header(4);
   writer.write_str(detail::key_format);
   writer.write_str(serial_format_name);

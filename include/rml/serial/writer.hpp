@@ -2,6 +2,7 @@
 // shared object and each tensor's bytes once. The byte layout is described in rml/serial/reader.hpp.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +29,7 @@ namespace rml::detail {
 /// Appends MessagePack to a growing buffer. One writer writes one document.
 class SerialWriter {
  public:
-  SerialWriter() { buf_.resize(256); }
+  SerialWriter() = default;
 
   /// The bytes written so far; the writer is spent.
   std::vector<std::uint8_t> take() && {
@@ -164,10 +165,10 @@ class SerialWriter {
         std::size_t n = 0;
         for (bool p : present) n += p;
         write_map_header(n);
-        ((present[I] ? (write_str(std::get<I>(fields).name), write(obj.*(std::get<I>(fields).member))) : void()), ...);
+        ((present[I] ? (write_key<T, I>(), write(obj.*(std::get<I>(fields).member))) : void()), ...);
       } else {
         write_map_header(count);
-        ((write_str(std::get<I>(fields).name), write(obj.*(std::get<I>(fields).member))), ...);
+        ((write_key<T, I>(), write(obj.*(std::get<I>(fields).member))), ...);
       }
     }(std::make_index_sequence<count>{});
   }
@@ -196,7 +197,18 @@ class SerialWriter {
     }
   }
 
+  /// Reserves room for `n` more bytes (a hint; writing grows the buffer anyway).
+  void reserve(std::size_t n) {
+    if (buf_.size() - size_ < n) buf_.resize(size_ + n);
+  }
+
  private:
+  template <typename T, std::size_t I>
+  void write_key() {
+    constexpr const auto& key = EncodedKey<T, I>::bytes;
+    std::memcpy(grow(key.size()), key.data(), key.size());
+  }
+
   // A shared object is known by its address and its most-derived type (a struct and its first
   // member share an address).
   using ObjectKey = std::pair<const void*, std::type_index>;
@@ -283,11 +295,16 @@ class SerialWriter {
     }
   }
 
-  std::uint8_t* grow(std::size_t n) {
-    if (buf_.size() - size_ < n) buf_.resize(std::max(buf_.size() * 2, size_ + n));
+  // Room for n bytes at the end; returns where they go.
+  [[gnu::always_inline]] std::uint8_t* grow(std::size_t n) {
+    if (buf_.size() - size_ < n) [[unlikely]]
+      grow_slow(n);
     std::uint8_t* p = buf_.data() + size_;
     size_ += n;
     return p;
+  }
+  [[gnu::noinline]] void grow_slow(std::size_t n) {
+    buf_.resize(std::max({buf_.size() * 2, size_ + n, std::size_t{256}}));
   }
   void put(std::uint8_t b) { *grow(1) = b; }
   void append(const void* data, std::size_t n) {

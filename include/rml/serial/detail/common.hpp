@@ -2,6 +2,7 @@
 // and the registry's tables (filled by rml/serial/registry.hpp).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <typeindex>
 #include <typeinfo>
 
@@ -84,6 +86,30 @@ std::string_view serial_type_name() {
   if (auto it = registry.find(typeid(T)); it != registry.end()) return it->second.name;
   return unqualified_type_name<T>();
 }
+
+/// Field I of T's wire key as MessagePack bytes (str header + name), built at compile time so the
+/// writer copies and the reader compares a constant number of bytes.
+template <typename T, std::size_t I>
+struct EncodedKey {
+  static constexpr std::string_view name = std::get<I>(T::fields()).name;
+  static constexpr std::size_t header = name.size() < 32 ? 1 : name.size() <= 0xff ? 2 : 3;
+  static constexpr auto bytes = [] {
+    static_assert(name.size() <= 0xffff, "rml: a field name longer than 65535 bytes");
+    std::array<std::uint8_t, header + name.size()> a{};
+    if constexpr (header == 1) {
+      a[0] = static_cast<std::uint8_t>(0xa0 | name.size());
+    } else if constexpr (header == 2) {
+      a[0] = 0xd9;
+      a[1] = static_cast<std::uint8_t>(name.size());
+    } else {
+      a[0] = 0xda;
+      a[1] = static_cast<std::uint8_t>(name.size() >> 8);
+      a[2] = static_cast<std::uint8_t>(name.size() & 0xff);
+    }
+    for (std::size_t i = 0; i < name.size(); ++i) a[header + i] = static_cast<std::uint8_t>(name[i]);
+    return a;
+  }();
+};
 
 // Wire names of the envelope and of shared objects.
 inline constexpr std::string_view key_format = "format";

@@ -1,0 +1,145 @@
+// MessagePack serialization throughput (nodes/s) on chain graphs of 10 to 100 000 operators,
+// beside rml's own rml-graph JSON writer and reader measured in the same run, and beside the
+// figures the reference serialization guide quotes (≈2 M nodes/s serialize, ≈1.25 M deserialize).
+//
+//   bench_serial [--benchmark_filter=...]      prints Google Benchmark's table, then a summary
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <rml/io/graph_io.hpp>
+#include <rml/serial/serialize.hpp>
+
+#include "../tests/serial/test_serial_types.hpp"  // chain_graph: the graphs the tests use
+
+namespace {
+
+constexpr double reference_serialize = 2.0e6;    // nodes/s, the reference guide's figure
+constexpr double reference_deserialize = 1.25e6;  // nodes/s
+
+const rml::Graph& graph_of(int nodes) {
+  static std::map<int, rml::Graph> graphs;
+  auto it = graphs.find(nodes);
+  if (it == graphs.end()) it = graphs.emplace(nodes, rml::Graph(serial_test::chain_graph(nodes))).first;
+  return it->second;
+}
+
+void set_rate(benchmark::State& state) {
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
+void msgpack_write(benchmark::State& state) {
+  const rml::Graph& g = graph_of(static_cast<int>(state.range(0)));
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    auto out = rml::serialize(g);
+    bytes = out.size();
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["bytes"] = static_cast<double>(bytes);
+  set_rate(state);
+}
+
+void msgpack_read(benchmark::State& state) {
+  const auto bytes = rml::serialize(graph_of(static_cast<int>(state.range(0))));
+  for (auto _ : state) {
+    auto g = rml::deserialize<rml::Graph>(bytes);
+    if (!g.ok()) state.SkipWithError(g.error().message().c_str());
+    benchmark::DoNotOptimize(g);
+  }
+  set_rate(state);
+}
+
+// rml-graph JSON text in memory (save_graph without the file writes).
+void json_write(benchmark::State& state) {
+  const rml::Graph& g = graph_of(static_cast<int>(state.range(0)));
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    auto layout = rml::detail::layout_constants(g.def());
+    auto json = rml::graph_to_json(g.def(), *layout);
+    bytes = json->size();
+    benchmark::DoNotOptimize(json->data());
+  }
+  state.counters["bytes"] = static_cast<double>(bytes);
+  set_rate(state);
+}
+
+// parse_graph over the JSON text, binding constants to the saved weights file.
+void json_read(benchmark::State& state) {
+  const rml::Graph& g = graph_of(static_cast<int>(state.range(0)));
+  const auto stem = std::filesystem::temp_directory_path() / ("rml_bench_serial_" + std::to_string(state.range(0)));
+  if (auto s = rml::save_graph(g, stem); !s.ok()) return state.SkipWithError(s.message().c_str());
+  auto weights = rml::SafetensorsReader::open(stem.string() + ".safetensors");
+  auto json = rml::graph_to_json(g.def(), *rml::detail::layout_constants(g.def()));
+  if (!weights.ok() || !json.ok()) return state.SkipWithError("cannot prepare the JSON document");
+  const simdjson::padded_string padded(*json);
+  for (auto _ : state) {
+    auto back = rml::parse_padded_graph(padded, &*weights);
+    if (!back.ok()) state.SkipWithError(back.error().message().c_str());
+    benchmark::DoNotOptimize(back);
+  }
+  set_rate(state);
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+  for (int n : {10, 100, 1000, 100000}) b->Arg(n);
+  b->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(msgpack_write)->Apply(sizes);
+BENCHMARK(msgpack_read)->Apply(sizes);
+BENCHMARK(json_write)->Apply(sizes);
+BENCHMARK(json_read)->Apply(sizes);
+
+// Collects nodes/s per (benchmark, size) for the summary.
+class Collector : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const auto& run : runs) {
+      if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
+      const std::string name = run.benchmark_name();
+      const auto slash = name.find('/');
+      const auto it = run.counters.find("items_per_second");
+      if (slash == std::string::npos || it == run.counters.end()) continue;
+      rates[name.substr(0, slash)][std::stoi(name.substr(slash + 1))] = it->second.value;
+    }
+  }
+  std::map<std::string, std::map<int, double>> rates;
+};
+
+void print_summary(const Collector& c) {
+  const auto rate = [&](const char* bench, int n) {
+    const auto it = c.rates.find(bench);
+    if (it == c.rates.end()) return 0.0;
+    const auto jt = it->second.find(n);
+    return jt == it->second.end() ? 0.0 : jt->second;
+  };
+  std::printf("\nMessagePack (rml-msgpack) vs rml-graph JSON (same run) and the reference guide's figures\n");
+  std::printf("%8s | %14s %8s %9s | %14s %8s %9s\n", "nodes", "write nodes/s", "x JSON", "x guide", "read nodes/s",
+              "x JSON", "x guide");
+  for (int n : {10, 100, 1000, 100000}) {
+    const double w = rate("msgpack_write", n), r = rate("msgpack_read", n);
+    const double jw = rate("json_write", n), jr = rate("json_read", n);
+    if (w == 0 && r == 0) continue;
+    std::printf("%8d | %12.2f M %7.1fx %8.1fx | %12.2f M %7.1fx %8.1fx\n", n, w / 1e6, jw > 0 ? w / jw : 0.0,
+                w / reference_serialize, r / 1e6, jr > 0 ? r / jr : 0.0, r / reference_deserialize);
+  }
+  std::printf("targets: >= 20 M nodes/s write, >= 10 M nodes/s read at 1000 nodes and up\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  Collector collector;
+  benchmark::RunSpecifiedBenchmarks(&collector);
+  print_summary(collector);
+  benchmark::Shutdown();
+  return 0;
+}
