@@ -193,3 +193,96 @@ def local_response_norm(b: GraphBuilder, x: Value, size: int, alpha: float, beta
     scale = b.op("add", [b.op("mul", [window, b.scalar(alpha)]), b.scalar(bias)])  # alpha/size * sum = alpha * mean
     denominator = b.op("pow", [scale, b.scalar(beta)])
     return b.op("div", [x, b.op("reshape", [denominator], shape=list(x.shape))])
+
+
+def trilu(b: GraphBuilder, x: Value, offset: int, upper: bool) -> Value:
+    """The upper (or lower) triangle of the last two axes from diagonal `offset`, the rest zero. Data movement
+    only, so exact for f32 and i32: masked-out cells gather a zero appended to each flattened matrix."""
+    *batch, n, m = x.shape
+    keep = np.triu(np.ones((n, m), bool), offset) if upper else np.tril(np.ones((n, m), bool), offset)
+    index = np.where(keep.reshape(-1), np.arange(n * m), n * m).astype(np.int32)
+    zero = b.op("expand", [b.const(np.zeros([1] * (len(batch) + 1), np.float32 if x.dtype == "f32" else np.int32))],
+                shape=batch + [1])
+    flat = b.op("concat", [b.op("reshape", [x], shape=batch + [n * m]), zero], axis=-1)
+    return b.op("reshape", [b.op("gather", [flat, b.const(index)], axis=len(batch))], shape=list(x.shape))
+
+
+def cumsum(b: GraphBuilder, x: Value, axis: int, exclusive: bool = False, reverse: bool = False) -> Value:
+    """Cumulative sum along `axis` as a matmul with a constant triangular matrix (the axis moved last)."""
+    if x.dtype != "f32":
+        raise ExportError("integer cumulative sum (rml matmul is f32)")
+    rank = len(x.shape)
+    axis = axis + rank if axis < 0 else axis
+    d = x.shape[axis]
+    i, j = np.meshgrid(np.arange(d), np.arange(d), indexing="ij")  # y[j] = sum_i x[i] * m[i, j]
+    m = (i >= j) if reverse else (i <= j)
+    if exclusive:
+        m &= i != j
+    perm = [p for p in range(rank) if p != axis] + [axis]
+    moved = b.op("transpose", [x], perm=perm) if axis != rank - 1 else x
+    y = b.op("matmul", [moved, b.const(m.astype(np.float32))])
+    return b.op("transpose", [y], perm=[int(p) for p in np.argsort(perm)]) if axis != rank - 1 else y
+
+
+def pad(b: GraphBuilder, x: Value, pads: Sequence[int], mode: str = "constant", value: float = 0.0) -> Value:
+    """Pads with `pads` = (begin..., end...) per axis. `constant` is rml's pad; `edge` and `reflect` are a gather
+    of constant indices along each padded axis."""
+    rank = len(x.shape)
+    if not any(pads):
+        return x
+    if mode == "constant":
+        return b.op("pad", [x], pads=list(pads), value=value)
+    for axis in range(rank):
+        begin, end = pads[axis], pads[axis + rank]
+        if begin or end:
+            d = x.shape[axis]
+            index = np.arange(-begin, d + end)
+            if mode == "edge":
+                index = np.clip(index, 0, d - 1)
+            elif mode == "reflect":
+                if begin >= d or end >= d:
+                    raise ExportError("reflect padding wider than the axis")
+                index = np.abs(index)
+                index = np.where(index >= d, 2 * (d - 1) - index, index)
+            else:
+                raise ExportError(f"pad mode '{mode}'")
+            x = b.op("gather", [x, b.const(index.astype(np.int32))], axis=axis)
+    return x
+
+
+def conv_transpose2d(b: GraphBuilder, x: Value, w: Value, bias: Optional[Value], strides: Sequence[int],
+                     pads: Sequence[int], dilations: Sequence[int], out_pad: Sequence[int], groups: int) -> Value:
+    """Transposed convolution (NCHW; `w` is [C_in, C_out / groups, kH, kW]; pads top, left, bottom, right):
+    zero-stuff the input by the stride, then a stride-1 convolution with the flipped, transposed weights over
+    the kernel's reach, less the padding (negative padding crops the result)."""
+    n, c, h, wd = x.shape
+    kernel = list(w.shape[2:])
+    reach = [dl * (k - 1) + 1 for k, dl in zip(kernel, dilations)]
+    # 1. zero-stuff: [N, C, H, W] -> [N, C, (H-1)*sh+1, (W-1)*sw+1]
+    sh, sw = strides
+    y = x
+    if sh > 1 or sw > 1:
+        y = b.op("reshape", [y], shape=[n, c, h, 1, wd, 1])
+        y = b.op("pad", [y], pads=[0] * 6 + [0, 0, 0, sh - 1, 0, sw - 1], value=0.0)
+        y = b.op("reshape", [y], shape=[n, c, h * sh, wd * sw])
+        y = b.op("slice", [y], starts=[0, 0], ends=[(h - 1) * sh + 1, (wd - 1) * sw + 1], axes=[2, 3], steps=[1, 1])
+    # 2. weights [C_in, C_out/g, kh, kw] -> [C_out, C_in/g, kh, kw], flipped in space
+    cin, cout_g = w.shape[0], w.shape[1]
+    wt = b.op("reshape", [w], shape=[groups, cin // groups, cout_g] + kernel)
+    wt = b.op("transpose", [wt], perm=[0, 2, 1, 3, 4])
+    wt = b.op("reshape", [wt], shape=[groups * cout_g, cin // groups] + kernel)
+    for axis in (2, 3):
+        if wt.shape[axis] > 1:
+            wt = b.op("gather", [wt, b.const(np.arange(wt.shape[axis] - 1, -1, -1, dtype=np.int32))], axis=axis)
+    # 3. a stride-1 convolution; negative padding (crop) is applied to its output
+    begin = [r - 1 - p for r, p in zip(reach, pads[:2])]
+    end = [r - 1 - p + op for r, p, op in zip(reach, pads[2:], out_pad)]
+    inputs = [y, wt] + ([bias] if bias is not None else [])
+    out = b.op("conv2d", inputs, strides=[1, 1], dilations=list(dilations), groups=groups,
+               pads=[max(0, begin[0]), max(0, begin[1]), max(0, end[0]), max(0, end[1])])
+    crop_begin = [max(0, -v) for v in begin]
+    crop_end = [max(0, -v) for v in end]
+    if any(crop_begin) or any(crop_end):
+        out = b.op("slice", [out], starts=crop_begin, ends=[out.shape[2] - crop_end[0], out.shape[3] - crop_end[1]],
+                   axes=[2, 3], steps=[1, 1])
+    return out

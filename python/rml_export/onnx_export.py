@@ -596,22 +596,7 @@ def _pad(ctx, x, pads=None, constant_value=None, axes=None, mode="constant", val
                    ends=[d - max(0, -p) for d, p in zip(x.shape, pads[rank:])], axes=list(range(rank)),
                    steps=[1] * rank)
         pads = [max(0, p) for p in pads]
-    if mode != "constant":  # edge / reflect: a gather of constant indices along each padded axis
-        for axis in range(rank):
-            begin, end = pads[axis], pads[axis + rank]
-            if begin or end:
-                d = x.shape[axis]
-                index = np.arange(-begin, d + end)
-                if mode == "edge":
-                    index = np.clip(index, 0, d - 1)
-                else:
-                    if begin >= d or end >= d:
-                        raise ExportError("reflect padding wider than the axis")
-                    index = np.abs(index)
-                    index = np.where(index >= d, 2 * (d - 1) - index, index)
-                x = ctx.op("gather", x, ctx.b.const(index.astype(np.int32)), axis=axis)
-        return x
-    return ctx.op("pad", x, pads=pads, value=float(fill)) if any(pads) else x
+    return lower.pad(ctx.b, x, pads, mode, float(fill))
 
 
 @_handles("DepthToSpace")
@@ -652,32 +637,12 @@ def _hardmax(ctx, x, axis=None, **a):
 
 @_handles("Trilu")
 def _trilu(ctx, x, k=None, upper=1, **a):
-    """Data movement only (exact for f32 and i32): masked-out cells gather a zero appended to each matrix."""
-    offset = ctx.const_ints(k, "Trilu k")[0] if k is not None else 0
-    *batch, n, m = x.shape
-    keep = np.triu(np.ones((n, m), bool), offset) if upper else np.tril(np.ones((n, m), bool), offset)
-    index = np.where(keep.reshape(-1), np.arange(n * m), n * m).astype(np.int32)
-    zero = ctx.op("expand", ctx.b.const(np.zeros([1] * (len(batch) + 1), np.float32 if x.dtype == "f32" else np.int32)),
-                  shape=batch + [1])
-    flat = ctx.op("concat", ctx.op("reshape", x, shape=batch + [n * m]), zero, axis=-1)
-    return ctx.op("reshape", ctx.op("gather", flat, ctx.b.const(index), axis=len(batch)), shape=list(x.shape))
+    return lower.trilu(ctx.b, x, ctx.const_ints(k, "Trilu k")[0] if k is not None else 0, bool(upper))
 
 
 @_handles("CumSum")
 def _cumsum(ctx, x, axis, exclusive=0, reverse=0, **a):
-    if x.dtype != "f32":
-        raise ExportError("integer CumSum (rml matmul is f32)")
-    rank = len(x.shape)
-    ax = normalize_axis(ctx.const_ints(axis, "CumSum axis")[0], rank)
-    d = x.shape[ax]
-    i, j = np.meshgrid(np.arange(d), np.arange(d), indexing="ij")  # y[j] = sum_i x[i] * m[i, j]
-    m = (i >= j) if reverse else (i <= j)
-    if exclusive:
-        m &= i != j
-    perm = [p for p in range(rank) if p != ax] + [ax]
-    moved = ctx.op("transpose", x, perm=perm) if ax != rank - 1 else x
-    y = ctx.op("matmul", moved, ctx.b.const(m.astype(np.float32)))
-    return ctx.op("transpose", y, perm=list(np.argsort(perm))) if ax != rank - 1 else y
+    return lower.cumsum(ctx.b, x, ctx.const_ints(axis, "CumSum axis")[0], bool(exclusive), bool(reverse))
 
 
 @_handles("IsInf")
@@ -727,9 +692,9 @@ def _eye_like(ctx, x, dtype=None, k=0, **a):
 
 @_handles("ConvTranspose")
 def _conv_transpose(ctx, x, w, bias=None, **a):
-    """Zero-stuff the input by the stride, pad by the flipped kernel's reach, convolve with the flipped weights."""
+    """Works out the padding (explicit, auto_pad or from output_shape); lower.conv_transpose2d does the rest."""
     x4, w, restore, rank1d = _conv_operands_2d(ctx, x, w, "ConvTranspose")
-    n, c, h, wd = x4.shape
+    h, wd = x4.shape[2:]
     groups = a.get("group", 1)
     kernel = list(w.shape[2:])
     strides = _spatial(a.get("strides"), [1, 1], rank1d)
@@ -748,33 +713,7 @@ def _conv_transpose(ctx, x, w, bias=None, **a):
             pads = [total[0] // 2, total[1] // 2, total[0] - total[0] // 2, total[1] - total[1] // 2]
         else:  # SAME_LOWER, or an explicit output_shape: the odd cell (or the extra output row) at the end
             pads = [total[0] - total[0] // 2, total[1] - total[1] // 2, total[0] // 2, total[1] // 2]
-    # 1. zero-stuff: [N, C, H, W] -> [N, C, (H-1)*sh+1, (W-1)*sw+1]
-    sh, sw = strides
-    y = x4
-    if sh > 1 or sw > 1:
-        y = ctx.op("reshape", y, shape=[n, c, h, 1, wd, 1])
-        y = ctx.op("pad", y, pads=[0] * 6 + [0, 0, 0, sh - 1, 0, sw - 1], value=0.0)
-        y = ctx.op("reshape", y, shape=[n, c, h * sh, wd * sw])
-        y = ctx.op("slice", y, starts=[0, 0], ends=[(h - 1) * sh + 1, (wd - 1) * sw + 1], axes=[2, 3], steps=[1, 1])
-    # 2. weights [C_in, C_out/g, kh, kw] -> [C_out, C_in/g, kh, kw], flipped in space
-    cin, cout_g = w.shape[0], w.shape[1]
-    wt = ctx.op("reshape", w, shape=[groups, cin // groups, cout_g] + kernel)
-    wt = ctx.op("transpose", wt, perm=[0, 2, 1, 3, 4])
-    wt = ctx.op("reshape", wt, shape=[groups * cout_g, cin // groups] + kernel)
-    for axis in (2, 3):
-        if wt.shape[axis] > 1:
-            wt = ctx.op("gather", wt, ctx.b.const(np.arange(wt.shape[axis] - 1, -1, -1, dtype=np.int32)), axis=axis)
-    # 3. a stride-1 convolution; negative padding (crop) is applied to its output
-    begin = [r - 1 - p for r, p in zip(reach, pads[:2])]
-    end = [r - 1 - p + op for r, p, op in zip(reach, pads[2:], out_pad)]
-    inputs = [y, wt] + ([bias] if bias is not None else [])
-    out = ctx.op("conv2d", *inputs, strides=[1, 1], dilations=dilations, groups=groups,
-                 pads=[max(0, begin[0]), max(0, begin[1]), max(0, end[0]), max(0, end[1])])
-    crop_begin = [max(0, -b) for b in begin]
-    crop_end = [max(0, -e) for e in end]
-    if any(crop_begin) or any(crop_end):
-        out = ctx.op("slice", out, starts=crop_begin, ends=[out.shape[2] - crop_end[0], out.shape[3] - crop_end[1]],
-                     axes=[2, 3], steps=[1, 1])
+    out = lower.conv_transpose2d(ctx.b, x4, w, bias, strides, pads, dilations, out_pad, groups)
     return restore(out)
 
 

@@ -1,10 +1,11 @@
-"""PyTorch → rml-graph: `torch.fx` symbolic tracing, a concrete run for static shapes, lowering onto the op set.
+"""PyTorch → rml-graph: `torch.fx` tracing with the example inputs alongside, then lowering onto the op set.
 
-Every fx node is run once on the example inputs (an `fx.Interpreter`), so each node has a concrete result. A node
-whose arguments do not depend on the graph inputs is folded: its result becomes a constant (buffers sliced by a
-static length, `torch.arange(T)`, a causal mask). Sizes and other non-tensor results are static by construction
-(shapes are fixed at export time). The rest is lowered by a handler per module type, function or tensor method;
-each lowered result is checked against the concrete one's shape and dtype.
+The tracer runs every traced call on the example inputs too, so shape queries (`x.size(1)`, `x.shape`) are
+answered with plain numbers while tracing (rml shapes are static). The traced graph is then run once more by an
+`fx.Interpreter` that lowers each node as it goes: a node whose arguments do not depend on the graph inputs is
+folded (its concrete result becomes a constant: buffers sliced to a static length, `torch.arange(T)`, a causal
+mask); the rest goes to a handler per module type, function or tensor method, and each lowered result is checked
+against the concrete result's shape and dtype.
 """
 
 from __future__ import annotations
@@ -745,6 +746,177 @@ _functions(F.local_response_norm)(lambda ctx, x, size, alpha=1e-4, beta=0.75, k=
     ctx.b, ctx.value(x), size, alpha, beta, k, size // 2))
 _modules(nn.LocalResponseNorm)(lambda ctx, m, path, x: lower.local_response_norm(ctx.b, ctx.value(x), m.size, m.alpha,
                                                                                m.beta, m.k, m.size // 2))
+
+
+@_modules(nn.ConvTranspose2d)
+def _conv_transpose2d_module(ctx, m, path, x, output_size=None):
+    if m.padding_mode != "zeros":
+        raise ExportError(f"padding_mode={m.padding_mode!r}")
+    v = ctx.value(x)
+    # output_size (or output_padding) only adds rows at the end: the difference from the default size
+    natural = [(i - 1) * s - 2 * p + d * (k - 1) + 1 for i, s, p, d, k in
+               zip(v.shape[2:], m.stride, m.padding, m.dilation, m.kernel_size)]
+    out_pad = [o - n for o, n in zip(ctx.out_shape[2:], natural)]
+    bias = ctx.param(path, "bias", m.bias) if m.bias is not None else None
+    return lower.conv_transpose2d(ctx.b, v, ctx.param(path, "weight", m.weight), bias, list(m.stride),
+                                  list(m.padding) * 2, list(m.dilation), out_pad, m.groups)
+
+
+@_functions(F.pad)
+def _pad(ctx, x, pad, mode="constant", value=None):
+    v = ctx.value(x)
+    rank = len(v.shape)
+    begin, end = [0] * rank, [0] * rank
+    for i in range(len(pad) // 2):  # PyTorch lists (begin, end) pairs from the last axis backwards
+        begin[rank - 1 - i], end[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    if min(begin + end) < 0:
+        raise ExportError("negative padding")
+    modes = {"constant": "constant", "replicate": "edge", "reflect": "reflect"}
+    if mode not in modes:
+        raise ExportError(f"pad mode '{mode}'")
+    return lower.pad(ctx.b, v, begin + end, modes[mode], float(value or 0.0))
+
+
+def _norm_over(ctx, x, axes, eps, weight=None, bias=None, groups=None):
+    """Group norm (`groups` channel groups) or instance norm (groups = channels): normalise over `axes` of
+    [N, groups, C / groups, ...], then a per-channel affine."""
+    v = ctx.value(x)
+    n, c = v.shape[:2]
+    grouped = ctx.op("reshape", v, shape=[n, groups, -1])
+    y = lower.layer_norm(ctx.b, grouped, axes, eps)[0]
+    y = ctx.op("reshape", y, shape=list(v.shape))
+    channel = [c] + [1] * (len(v.shape) - 2)
+    if weight is not None:
+        y = ctx.op("mul", y, ctx.op("reshape", weight, shape=channel))
+    if bias is not None:
+        y = ctx.op("add", y, ctx.op("reshape", bias, shape=channel))
+    return y
+
+
+@_modules(nn.GroupNorm)
+def _group_norm_module(ctx, m, path, x):
+    affine = m.affine
+    return _norm_over(ctx, x, [2], m.eps, ctx.param(path, "weight", m.weight) if affine else None,
+                      ctx.param(path, "bias", m.bias) if affine else None, m.num_groups)
+
+
+@_functions(F.group_norm)
+def _group_norm_fn(ctx, x, num_groups, weight=None, bias=None, eps=1e-5):
+    return _norm_over(ctx, x, [2], eps, weight, bias, num_groups)
+
+
+@_modules(nn.InstanceNorm2d, nn.InstanceNorm1d)
+def _instance_norm_module(ctx, m, path, x):
+    if m.track_running_stats:
+        raise ExportError("instance norm with running statistics")
+    affine = m.affine
+    return _norm_over(ctx, x, [2], m.eps, ctx.param(path, "weight", m.weight) if affine else None,
+                      ctx.param(path, "bias", m.bias) if affine else None, ctx.value(x).shape[1])
+
+
+@_modules(nn.PixelShuffle)
+def _pixel_shuffle(ctx, m, path, x):
+    v = ctx.value(x)
+    n, c, h, w = v.shape
+    r = m.upscale_factor
+    y = ctx.op("reshape", v, shape=[n, c // (r * r), r, r, h, w])
+    return ctx.op("reshape", ctx.op("transpose", y, perm=[0, 1, 4, 2, 5, 3]), shape=ctx.out_shape)
+
+
+@_modules(nn.AdaptiveMaxPool2d)
+def _adaptive_max_pool(ctx, m, path, x):
+    v = ctx.value(x)
+    oh, ow = ctx.out_shape[2:]
+    if m.return_indices:
+        raise ExportError("adaptive max pooling with indices")
+    if (oh, ow) == (1, 1):
+        return ctx.op("max", v, axes=[2, 3], keepdims=True)
+    h, w = v.shape[2:]
+    if h % oh or w % ow:
+        raise ExportError(f"adaptive max pooling from {h}x{w} to {oh}x{ow} (not a whole window)")
+    return ctx.op("max_pool2d", v, kernel=[h // oh, w // ow], strides=[h // oh, w // ow])
+
+
+def _elu(ctx, x, alpha=1.0, inplace=False):  # relu(x) + alpha * (exp(min(x, 0)) - 1)
+    return ctx.op("add", ctx.op("relu", x), ctx.op("mul", ctx.op("sub", ctx.op("exp", ctx.op("minimum", x, 0.0)),
+                                                                  1.0), float(alpha)))
+
+
+def _softplus(ctx, x, beta=1.0, threshold=20.0):  # log(1 + exp(beta x)) / beta, linear above the threshold
+    bx = ctx.op("mul", x, float(beta))
+    soft = ctx.op("div", ctx.op("log", ctx.op("add", ctx.op("exp", ctx.op("minimum", bx, float(threshold))), 1.0)),
+                  float(beta))
+    return ctx.op("where", ctx.op("greater", bx, float(threshold)), x, soft)
+
+
+_functions(F.elu)(_elu)
+_modules(nn.ELU)(lambda ctx, m, path, x: _elu(ctx, x, m.alpha))
+_functions(F.softplus)(_softplus)
+_modules(nn.Softplus)(lambda ctx, m, path, x: _softplus(ctx, x, m.beta, m.threshold))
+_functions(F.mish)(lambda ctx, x, inplace=False: ctx.op("mul", x, ctx.op("tanh", _softplus(ctx, x))))
+_modules(nn.Mish)(lambda ctx, m, path, x: ctx.op("mul", x, ctx.op("tanh", _softplus(ctx, x))))
+_modules(nn.PReLU)(lambda ctx, m, path, x: ctx.op(
+    "add", ctx.op("relu", x), ctx.op("mul", ctx.op("minimum", x, 0.0), ctx.op(
+        "reshape", ctx.param(path, "weight", m.weight), shape=[-1] + [1] * (len(ctx.value(x).shape) - 2)))))
+
+
+@_functions(torch.zeros_like, torch.ones_like, torch.full_like)
+@_methods("new_zeros", "new_ones", "new_full")
+def _filled_like(ctx, *args, **kwargs):
+    return ctx.value(ctx.result)  # depends only on the (static) shape
+
+
+@_functions(torch.tril, torch.triu)
+@_methods("tril", "triu")
+def _tril_triu(ctx, x, diagonal=0):
+    return lower.trilu(ctx.b, ctx.value(x), diagonal, upper=ctx.node.target in (torch.triu, "triu"))
+
+
+@_functions(torch.cumsum)
+@_methods("cumsum")
+def _cumsum(ctx, x, dim, dtype=None):
+    return lower.cumsum(ctx.b, ctx.value(x), dim)
+
+
+@_methods("repeat")
+def _repeat(ctx, x, *sizes):
+    sizes = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)) else sizes
+    v = ctx.value(x)
+    shape = [1] * (len(sizes) - len(v.shape)) + list(v.shape)
+    y = ctx.op("reshape", v, shape=shape) if len(shape) != len(v.shape) else v
+    # Each axis: insert a repeat axis before it, expand, merge.
+    for axis, r in enumerate(sizes):
+        if r != 1:
+            cur = list(y.shape)
+            y = ctx.op("expand", ctx.op("reshape", y, shape=cur[:axis] + [1] + cur[axis:]),
+                       shape=cur[:axis] + [r] + cur[axis:])
+            y = ctx.op("reshape", y, shape=cur[:axis] + [r * cur[axis]] + cur[axis + 1:])
+    return y
+
+
+@_functions(torch.var, torch.std)
+@_methods("var", "std")
+def _var_std(ctx, x, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    v = ctx.value(x)
+    axes = _dims(dim) or list(range(len(v.shape)))
+    count = math.prod(v.shape[a] for a in axes)
+    ddof = (1 if unbiased else 0) if correction is None else correction
+    centered = ctx.op("sub", v, ctx.op("mean", v, axes=axes, keepdims=True))
+    var = ctx.op("div", ctx.op("sum", ctx.op("mul", centered, centered), axes=axes, keepdims=keepdim),
+                 float(count - ddof))
+    return ctx.op("sqrt", var) if ctx.node.target in (torch.std, "std") else var
+
+
+@_functions(torch.addmm)
+def _addmm(ctx, bias, a, b, beta=1, alpha=1):
+    y = ctx.op("matmul", a, b)
+    if alpha != 1:
+        y = ctx.op("mul", y, float(alpha))
+    return ctx.op("add", y, bias if beta == 1 else ctx.op("mul", bias, float(beta)))
+
+
+_functions(torch.square)(lambda ctx, x: ctx.op("mul", x, x))
+_methods("square")(lambda ctx, x: ctx.op("mul", x, x))
 
 
 @_modules(nn.Embedding)

@@ -229,3 +229,30 @@ def test_einsum_and_local_response_norm(tmp_path):
                     self.lrn(x), F.local_response_norm(x, 4))
 
     run_both(Mix(), (torch.randn(2, 3, 4), torch.randn(2, 4, 5), torch.randn(1, 6, 3, 3)), tmp_path, tol=1e-5)
+
+
+def test_more_modules_and_functions(tmp_path):
+    class More(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+            self.gn = nn.GroupNorm(2, 6)
+            self.inorm = nn.InstanceNorm2d(6, affine=True)
+            self.shuffle = nn.PixelShuffle(2)
+            self.amax = nn.AdaptiveMaxPool2d((2, 2))
+            self.prelu = nn.PReLU(6)
+            self.mish, self.elu, self.soft = nn.Mish(), nn.ELU(0.5), nn.Softplus(2.0, 1.0)
+
+        def forward(self, x):
+            y = self.gn(self.up(x))                                             # [1, 6, 8, 8]
+            z = self.inorm(self.prelu(y)) + torch.zeros_like(y) + 1
+            p = F.pad(z, (1, 2, 0, 1), mode="reflect") + F.pad(z, (1, 2, 0, 1), mode="replicate")
+            q = F.pad(z, (0, 1, 2, 0), value=0.5)
+            s = self.shuffle(torch.cat([z, z[:, :2]], 1))                       # [1, 2, 16, 16]
+            t = torch.tril(z[0, 0], -1) + z[0, 1].triu() + z[0, 2].cumsum(1) + z[0, 3].repeat(1, 1)
+            v = z.var(dim=(2, 3)) + z.std(1, unbiased=False).mean() + torch.square(z).mean()
+            w = torch.addmm(z[0, 0, 0], z[0, 0], z[0, 1], beta=0.5, alpha=2.0)
+            return (p, q, s, t, v, w, self.amax(z), self.mish(z) + self.elu(z) + self.soft(z))
+
+    torch.manual_seed(4)
+    run_both(More(), (torch.randn(1, 4, 4, 4),), tmp_path, tol=1e-5)
