@@ -30,6 +30,16 @@ function(stage)
   file(COPY "${here}/main.cpp" DESTINATION "${src}")
 endfunction()
 
+# A vendored copy of rml at `dest`, as a submodule checkout or a copied release provides it: the
+# build files and the headers (rml builds nothing else as a subproject). A copy, not a symlink,
+# so that the build tree never contains a link back to the source tree around it.
+function(vendor dest)
+  file(MAKE_DIRECTORY "${dest}")
+  foreach(item CMakeLists.txt meson.build meson_options.txt cmake include)
+    file(COPY "${RML_SOURCE_DIR}/${item}" DESTINATION "${dest}")
+  endforeach()
+endfunction()
+
 function(cmake_build)
   step("configure" "${CMAKE_COMMAND}" -S "${src}" -B "${build}" -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${CXX}"
        -DCMAKE_BUILD_TYPE=Debug ${ARGN})
@@ -76,8 +86,7 @@ elseif(KIND STREQUAL "find_package")
 
 elseif(KIND STREQUAL "add_subdirectory")
   stage()
-  file(MAKE_DIRECTORY "${src}/third_party")
-  file(CREATE_LINK "${RML_SOURCE_DIR}" "${src}/third_party/rml" SYMBOLIC)
+  vendor("${src}/third_party/rml")
   cmake_build()
   check_consumer("${build}/consumer")
 
@@ -98,8 +107,7 @@ elseif(KIND STREQUAL "fetchcontent")
 
 elseif(KIND STREQUAL "meson_subproject")
   stage()
-  file(MAKE_DIRECTORY "${src}/subprojects")
-  file(CREATE_LINK "${RML_SOURCE_DIR}" "${src}/subprojects/rml" SYMBOLIC)
+  vendor("${src}/subprojects/rml")
   # --force-fallback-for: use the subproject even if an rml is installed on the system.
   step("meson setup" "${CMAKE_COMMAND}" -E env "CXX=${CXX}" "${MESON}" setup "${build}" "${src}"
        --force-fallback-for=rml)
