@@ -286,3 +286,10 @@ def conv_transpose2d(b: GraphBuilder, x: Value, w: Value, bias: Optional[Value],
         out = b.op("slice", [out], starts=crop_begin, ends=[out.shape[2] - crop_end[0], out.shape[3] - crop_end[1]],
                    axes=[2, 3], steps=[1, 1])
     return out
+
+
+def log_softmax(b: GraphBuilder, x: Value, axis: int) -> Value:
+    """x - max - log(sum(exp(x - max))) along `axis` (shifted for stability)."""
+    shifted = b.op("sub", [x, b.op("max", [x], axes=[axis], keepdims=True)])
+    total = b.op("sum", [b.op("exp", [shifted])], axes=[axis], keepdims=True)
+    return b.op("sub", [shifted, b.op("log", [total])])

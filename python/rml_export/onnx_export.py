@@ -428,26 +428,30 @@ for _n, _k in (("ReduceSum", "sum"), ("ReduceMean", "mean"), ("ReduceMax", "max"
     HANDLERS[_n] = _reduction(_k)
 
 
-def _softmax_family(log):
-    def lower(ctx, x, axis=None, **a):
-        rank = len(x.shape)
-        if ctx.opset >= 13:
-            axis = normalize_axis(-1 if axis is None else axis, rank)
-            y = x
-        else:  # coerced to 2-D at `axis`
-            axis = normalize_axis(1 if axis is None else axis, rank)
-            y = ctx.op("reshape", x, shape=[math.prod(x.shape[:axis]), math.prod(x.shape[axis:])])
-        ax = axis if ctx.opset >= 13 else 1
-        if log:
-            shifted = ctx.op("sub", y, ctx.op("max", y, axes=[ax], keepdims=True))
-            y = ctx.op("sub", shifted, ctx.op("log", ctx.op("sum", ctx.op("exp", shifted), axes=[ax], keepdims=True)))
-        else:
-            y = ctx.op("softmax", y, axis=ax)
-        return y if ctx.opset >= 13 else ctx.op("reshape", y, shape=list(x.shape))
-    return lower
+def _over_axis(ctx, x, axis, compute):
+    """Softmax-like ops: from opset 13 `compute(x, axis)` (axis default -1); before, the input is coerced to 2-D
+    at `axis` (default 1) and computed along its second axis."""
+    rank = len(x.shape)
+    if ctx.opset >= 13:
+        return compute(x, normalize_axis(-1 if axis is None else axis, rank))
+    axis = normalize_axis(1 if axis is None else axis, rank)
+    flat = ctx.op("reshape", x, shape=[math.prod(x.shape[:axis]), math.prod(x.shape[axis:])])
+    return ctx.op("reshape", compute(flat, 1), shape=list(x.shape))
 
 
-HANDLERS["Softmax"], HANDLERS["LogSoftmax"] = _softmax_family(False), _softmax_family(True)
+def _hardmax(ctx, y, axis):  # a one-hot of the first maximum
+    index = ctx.op("cast", ctx.op("argmax", y, axis=axis, keepdims=True), to="f32")
+    shape = [1] * len(y.shape)
+    shape[axis] = y.shape[axis]
+    return ctx.op("equal", index, ctx.b.const(np.arange(y.shape[axis], dtype=np.float32).reshape(shape)))
+
+
+HANDLERS["Softmax"] = lambda ctx, x, axis=None, **a: _over_axis(ctx, x, axis, lambda y, ax: ctx.op(
+    "softmax", y, axis=ax))
+HANDLERS["LogSoftmax"] = lambda ctx, x, axis=None, **a: _over_axis(ctx, x, axis, lambda y, ax: lower.log_softmax(
+    ctx.b, y, ax))
+HANDLERS["Hardmax"] = lambda ctx, x, axis=None, **a: _over_axis(ctx, x, axis, lambda y, ax: _hardmax(ctx, y, ax))
+
 
 
 @_handles("ArgMax", "ArgMin")
@@ -617,22 +621,6 @@ def _space_to_depth(ctx, x, blocksize, **a):
     y = ctx.op("reshape", x, shape=[n, c, h // b, b, w // b, b])
     y = ctx.op("transpose", y, perm=[0, 3, 5, 1, 2, 4])
     return ctx.op("reshape", y, shape=[n, c * b * b, h // b, w // b])
-
-
-@_handles("Hardmax")
-def _hardmax(ctx, x, axis=None, **a):
-    rank = len(x.shape)
-    if ctx.opset >= 13:
-        axis, y = normalize_axis(-1 if axis is None else axis, rank), x
-    else:  # coerced to 2-D at `axis`
-        axis = normalize_axis(1 if axis is None else axis, rank)
-        y = ctx.op("reshape", x, shape=[math.prod(x.shape[:axis]), math.prod(x.shape[axis:])])
-    ax = axis if ctx.opset >= 13 else 1
-    index = ctx.op("cast", ctx.op("argmax", y, axis=ax, keepdims=True), to="f32")
-    shape = [1] * len(y.shape)
-    shape[ax] = y.shape[ax]
-    out = ctx.op("equal", index, ctx.b.const(np.arange(y.shape[ax], dtype=np.float32).reshape(shape)))
-    return out if ctx.opset >= 13 else ctx.op("reshape", out, shape=list(x.shape))
 
 
 @_handles("Trilu")

@@ -532,9 +532,7 @@ def _softmax(ctx, x, dim=None, *args, **kwargs):
 
 
 def _log_softmax(ctx, x, dim=None, *args, **kwargs):
-    v = ctx.value(x)
-    shifted = ctx.op("sub", v, ctx.op("max", v, axes=[dim], keepdims=True))
-    return ctx.op("sub", shifted, ctx.op("log", ctx.op("sum", ctx.op("exp", shifted), axes=[dim], keepdims=True)))
+    return lower.log_softmax(ctx.b, ctx.value(x), dim)
 
 
 _functions(F.softmax, torch.softmax)(_softmax)
