@@ -95,3 +95,24 @@ def test_command_line(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "rml_export", "onnx", str(path), str(tmp_path / "bad")],
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 1 and "dynamic dimension 'n'" in bad.stderr
+
+
+@pytest.mark.parametrize("opset", [11, 13, 17])
+@pytest.mark.parametrize("name", ["cnn", "transformer", "gpt"])
+def test_zoo_models_across_opsets(tmp_path, name, opset):
+    """torch.onnx.export at several opsets (attributes become inputs at 13, ...) lowers to the same math."""
+    import warnings
+
+    import torch
+
+    import models
+    model, inputs = models.build(name, 2)
+    path = str(tmp_path / "m.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, inputs, path, opset_version=opset)
+    with torch.no_grad():
+        want = model(*inputs).numpy()
+    feeds = [t.numpy().astype(np.int32) if not t.is_floating_point() else t.numpy() for t in inputs]
+    _, (got,) = run(onnx.load(path), tmp_path, *feeds)
+    assert np.max(np.abs(got - want)) <= 1e-4 * max(1.0, np.max(np.abs(want)))
