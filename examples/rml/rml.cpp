@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -383,28 +384,46 @@ rml::ExecutorOptions executor_options(const Args& args) {
   return options;
 }
 
-// min / max / mean and the first few elements of a tensor.
+// One element as printed: an integer exactly, a float to four significant digits.
+template <typename T>
+std::string element_text(T v) {
+  if constexpr (std::is_integral_v<T>) {
+    return std::to_string(v);
+  } else {
+    if (std::isnan(v)) return "nan";  // printf may say -nan, depending on the sign bit
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", static_cast<double>(v));
+    return buf;
+  }
+}
+
+// min / max / mean (over the elements that are not NaN) and the first few elements of a tensor.
 void print_summary(const Tensor& t) {
   rml::visit_dtype(t.dtype(), [&](auto d) {
     using T = rml::dtype_type_t<decltype(d)::value>;
     const auto values = t.span<T>();
-    if (values.empty()) {
-      std::printf("  (no elements)\n");
-      return;
-    }
     double sum = 0;
-    T lo = values[0];
-    T hi = values[0];
+    std::size_t counted = 0;
+    T lo{};
+    T hi{};
     for (T v : values) {
+      if constexpr (std::is_floating_point_v<T>)
+        if (std::isnan(v)) continue;
+      lo = counted ? std::min(lo, v) : v;
+      hi = counted ? std::max(hi, v) : v;
       sum += static_cast<double>(v);
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
+      ++counted;
     }
-    std::printf("  min %.4g  max %.4g  mean %.4g\n", static_cast<double>(lo), static_cast<double>(hi),
-                sum / static_cast<double>(values.size()));
+    if (counted) {
+      std::printf("  min %s  max %s  mean %.4g", element_text(lo).c_str(), element_text(hi).c_str(),
+                  sum / static_cast<double>(counted));
+    }
+    if (counted < values.size()) std::printf("  NaN %zu", values.size() - counted);
+    std::fputs(values.empty() ? "  (no elements)\n" : "\n", stdout);
     const std::size_t shown = std::min<std::size_t>(values.size(), 8);
+    if (shown == 0) return;
     std::printf("  first %zu:", shown);
-    for (std::size_t i = 0; i < shown; ++i) std::printf(" %.4g", static_cast<double>(values[i]));
+    for (std::size_t i = 0; i < shown; ++i) std::printf(" %s", element_text(values[i]).c_str());
     std::printf("\n");
   });
 }
@@ -555,6 +574,11 @@ int cmd_extract(const Args& args) {
 
 int cmd_help(const Args&);
 
+int cmd_version(const Args&) {
+  std::printf("rml %d.%d.%d\n", rml::version.major, rml::version.minor, rml::version.patch);
+  return 0;
+}
+
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"info", "MODEL", "inputs, outputs, op histogram, parameters, memory, FLOPs", 1, {}, cmd_info},
@@ -572,6 +596,7 @@ const std::vector<Command>& commands() {
       {"extract", "MODEL OUT --inputs v,... --outputs v,...", "the operators computing the outputs from the inputs", 2,
        {"inputs", "outputs"}, cmd_extract},
       {"dot", "MODEL", "the graph in Graphviz DOT", 1, {}, cmd_dot},
+      {"version", "", "the version of rml the tool was built with", 0, {}, cmd_version},
       {"help", "", "this text", 0, {}, cmd_help},
   };
   return table;
@@ -592,7 +617,9 @@ int cmd_help(const Args&) {
 int main(int argc, char** argv) {
   try {
     if (argc < 2) usage_error("no command given; run 'rml help'");
-    const std::string_view name = argv[1];
+    std::string_view name = argv[1];
+    if (name == "--help" || name == "-h") name = "help";
+    if (name == "--version") name = "version";
     const auto& table = commands();
     const auto it = std::find_if(table.begin(), table.end(), [&](const Command& c) { return c.name == name; });
     if (it == table.end()) usage_error("unknown command '" + std::string(name) + "'; run 'rml help'");

@@ -102,6 +102,11 @@ def main():
     unknown_op["nodes"][0]["op"] = "frobnicate"
     write_json("unknown_op.json", unknown_op)
     write_json("newer_version.json", tiny_graph(version=2))
+    # log over [-1, 1, 0, 4]: NaN, 0, -inf, log 4.
+    np.save(os.path.join(HERE, "data", "log_input.npy"), np.array([-1, 1, 0, 4], np.float32))
+    write_json("log.json", tiny_graph(values=[{"name": "x", "dtype": "f32", "shape": [4]},
+                                              {"name": "y", "dtype": "f32", "shape": [4]}],
+                                      outputs=[1], constants=[], nodes=[{"op": "log", "inputs": [0], "outputs": [1]}]))
     # One operator: nothing to cut.
     write_json("tiny_relu.json", tiny_graph(values=tiny_graph()["values"][:1] + [{"name": "y", "dtype": "f32", "shape": [2, 4]}],
                                             outputs=[1], constants=[],

@@ -143,3 +143,10 @@ rml_cli_test(extract.check REQUIRES rml_cli_extracted IN_BUILD_DIR STDOUT "^ok: 
              ARGS check layer0)
 rml_cli_test(extract.no_such_value EXIT 1 STDERR "--outputs nope: " ARGS extract ${mlp} never --outputs nope)
 rml_cli_test(extract.no_outputs EXIT 1 STDERR "rml extract needs --outputs" ARGS extract ${mlp} never --inputs x)
+
+# version and help
+rml_cli_test(version STDOUT "^rml ${PROJECT_VERSION}\n$" ARGS --version)
+rml_cli_test(help_option STDOUT "^usage: rml <command>" ARGS --help)
+rml_cli_test(version.extra_argument EXIT 1 STDERR "rml version takes 0 arguments, got 1" ARGS version now)
+# NaN is left out of min/max/mean and counted; infinities are values.
+rml_cli_test(run.nan_and_inf EXPECTED run_log.txt ARGS run ${data}/log --input x=${data}/log_input.npy)
