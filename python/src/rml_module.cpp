@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -235,11 +236,19 @@ std::pair<Tensor, Tensor> operands(const py::handle& a, const py::handle& b) {
   return {to_tensor(a, std::nullopt, "operand"), to_tensor(b, std::nullopt, "operand")};
 }
 
+const char* no_data_message(const Tensor& t) {
+  return t.is_symbolic() ? "Tensor: a symbolic tensor (inside rml.trace) holds no data"
+                         : "Tensor: the tensor holds no data";
+}
+
+const Tensor& tensor_with_data(const py::handle& self) {
+  const Tensor& t = self.cast<const Tensor&>();
+  if (!t.defined()) throw Error(Code::failed_precondition, no_data_message(t));
+  return t;
+}
+
+/// The buffer of a tensor that holds data.
 py::buffer_info tensor_buffer(const Tensor& t) {
-  if (!t.defined())
-    throw Error(Code::failed_precondition, t.is_symbolic()
-                                               ? "Tensor: a symbolic tensor (inside rml.trace) holds no data"
-                                               : "Tensor: the tensor holds no data");
   const auto itemsize = static_cast<py::ssize_t>(element_size(t.dtype()));
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
   std::vector<py::ssize_t> strides(shape.size());
@@ -254,7 +263,51 @@ py::buffer_info tensor_buffer(const Tensor& t) {
           std::move(shape), std::move(strides), !t.storage()->writable()};
 }
 
-py::object tensor_as_numpy(const py::object& self) { return numpy().attr("asarray")(self); }
+/// The buffer protocol's getbuffer for Tensor. pybind11's own (def_buffer) cannot refuse a request without
+/// terminating the process, and a symbolic tensor has no bytes to give: this one refuses with BufferError.
+/// The buffer_info it stores in `view->internal` is freed by pybind11's releasebuffer, as for def_buffer.
+extern "C" int tensor_getbuffer(PyObject* obj, Py_buffer* view, int flags) {
+  if (view == nullptr) {
+    PyErr_SetString(PyExc_BufferError, "rml.Tensor: no buffer view to fill");
+    return -1;
+  }
+  std::memset(view, 0, sizeof(Py_buffer));
+  try {
+    const Tensor& t = py::handle(obj).cast<const Tensor&>();
+    if (!t.defined()) {
+      PyErr_SetString(PyExc_BufferError, no_data_message(t));
+      return -1;
+    }
+    if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE && !t.storage()->writable()) {
+      PyErr_SetString(PyExc_BufferError, "rml.Tensor: a writable buffer was asked of read-only memory (a mapped weight)");
+      return -1;
+    }
+    auto* info = new py::buffer_info(tensor_buffer(t));
+    view->obj = obj;
+    view->internal = info;
+    view->buf = info->ptr;
+    view->itemsize = info->itemsize;
+    view->len = static_cast<Py_ssize_t>(t.nbytes());
+    view->readonly = info->readonly ? 1 : 0;
+    view->ndim = 1;
+    if ((flags & PyBUF_FORMAT) == PyBUF_FORMAT) view->format = const_cast<char*>(info->format.c_str());
+    if ((flags & PyBUF_STRIDES) == PyBUF_STRIDES) {
+      view->ndim = static_cast<int>(info->ndim);
+      view->strides = info->strides.data();
+      view->shape = info->shape.data();
+    }
+    Py_INCREF(obj);
+    return 0;
+  } catch (...) {
+    PyErr_SetString(PyExc_BufferError, "rml.Tensor: cannot export a buffer");
+    return -1;
+  }
+}
+
+py::object tensor_as_numpy(const py::object& self) {
+  tensor_with_data(self);  // a proper rml error rather than NumPy's fallback for objects without a buffer
+  return numpy().attr("asarray")(self);
+}
 
 /// A shape given as reshape(2, 3), reshape((2, 3)) or reshape([2, 3]).
 std::vector<std::int64_t> dims_arg(const py::args& args) {
@@ -520,12 +573,11 @@ void define_core(py::module_& m) {
 }
 
 void define_tensor(py::module_& m) {
-  py::class_<Tensor>(m, "Tensor", py::buffer_protocol(),
+  py::class_<Tensor> tensor(m, "Tensor", py::buffer_protocol(),
                      "A dense row-major tensor (f32 or i32). np.asarray(t) shares its memory; "
-                     "rml.Tensor(array) shares a C-contiguous float32/int32 array's memory.")
-      .def(py::init([](const py::object& data, const py::object& dtype) { return to_tensor(data, optional_dtype(dtype)); }),
+                     "rml.Tensor(array) shares a C-contiguous float32/int32 array's memory.");
+  tensor.def(py::init([](const py::object& data, const py::object& dtype) { return to_tensor(data, optional_dtype(dtype)); }),
            "data"_a, "dtype"_a = py::none())
-      .def_buffer(&tensor_buffer)
       .def_property_readonly("dtype", &Tensor::dtype)
       .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape().dims())); })
       .def_property_readonly("type", &Tensor::type)
@@ -544,6 +596,14 @@ void define_tensor(py::module_& m) {
           },
           "The same data under another shape (one dimension may be -1); a view, or a reshape op while tracing.")
       .def("numpy", &tensor_as_numpy, "A NumPy array sharing this tensor's memory.")
+      // NumPy asks the buffer first; it falls back to __array__ only when there is none (a symbolic tensor),
+      // and this then raises FailedPreconditionError instead of NumPy wrapping the tensor in an object array.
+      .def(
+          "__array__",
+          [](const py::object& self, const py::object& dtype) {
+            return numpy().attr("asarray")(tensor_as_numpy(self), "dtype"_a = dtype);
+          },
+          "dtype"_a = py::none())
       .def("tolist", [](const py::object& self) { return tensor_as_numpy(self).attr("tolist")(); })
       .def("item", [](const py::object& self) { return tensor_as_numpy(self).attr("item")(); })
       .def("clone", &Tensor::clone, "A tensor with its own copy of the bytes.")
@@ -570,6 +630,7 @@ void define_tensor(py::module_& m) {
       .def("__pow__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::pow(x, y); })
       .def("__matmul__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::matmul(x, y); })
       .def("__rmatmul__", [](const py::object& a, const py::object& b) { auto [y, x] = operands(b, a); return ops::matmul(y, x); });
+  reinterpret_cast<PyTypeObject*>(tensor.ptr())->tp_as_buffer->bf_getbuffer = &tensor_getbuffer;
   // Arrays, lists and floats convert to tensors wherever a Tensor is expected (copied only when needed).
   py::implicitly_convertible<py::array, Tensor>();
   py::implicitly_convertible<py::list, Tensor>();
@@ -829,6 +890,14 @@ void define_io_and_serial(py::module_& m) {
       "a"_a, "b"_a, "map_names"_a = false, "Raises InvalidArgumentError naming the first difference by path.");
 }
 
+/// `i`, checked against the executor's inputs or outputs (OUT_OF_RANGE).
+std::size_t io_index(std::size_t i, const std::vector<std::string>& names, const char* what) {
+  if (i >= names.size())
+    throw Error(Code::out_of_range, std::string("Executor: no ") + what + " " + std::to_string(i) + "; the graph has " +
+                                        std::to_string(names.size()));
+  return i;
+}
+
 void define_executor(py::module_& m) {
   py::class_<ExecutorOptions>(m, "ExecutorOptions")
       .def(py::init([](int threads) { return ExecutorOptions{threads}; }), "threads"_a = 0)
@@ -853,8 +922,8 @@ void define_executor(py::module_& m) {
           "inputs"_a, "Runs on tensors or arrays in input order; releases the GIL meanwhile.")
       .def_property_readonly("input_names", &Executor::input_names)
       .def_property_readonly("output_names", &Executor::output_names)
-      .def("input_type", &Executor::input_type, "i"_a)
-      .def("output_type", &Executor::output_type, "i"_a)
+      .def("input_type", [](const Executor& e, std::size_t i) { return e.input_type(io_index(i, e.input_names(), "input")); }, "i"_a)
+      .def("output_type", [](const Executor& e, std::size_t i) { return e.output_type(io_index(i, e.output_names(), "output")); }, "i"_a)
       .def_property_readonly("arena_bytes", &Executor::arena_bytes)
       .def_property_readonly("threads", &Executor::threads);
 }

@@ -86,6 +86,23 @@ def test_a_read_only_array_stays_read_only():
     assert np.shares_memory(view, a) and not view.flags.writeable
 
 
+def test_a_symbolic_tensor_has_no_data_to_give():
+    kept = []
+
+    def keep(inputs):
+        kept.append(inputs[0])
+        return [rml.relu(inputs[0])]
+    rml.trace(keep, [rml.TensorSpec("x", rml.float32, [2, 3])])
+    symbolic = kept[0]
+    assert symbolic.is_symbolic and symbolic.shape == (2, 3) and "symbolic" in repr(symbolic)
+    with pytest.raises(rml.FailedPreconditionError, match="holds no data"):
+        np.asarray(symbolic)
+    with pytest.raises(BufferError):
+        memoryview(symbolic)
+    with pytest.raises(rml.FailedPreconditionError, match="trace .* has ended"):
+        rml.relu(symbolic)
+
+
 def test_reshape_and_tolist():
     t = rml.tensor(X)
     assert t.reshape(-1).tolist() == X.reshape(-1).tolist()
@@ -391,6 +408,8 @@ def test_executor_runs_from_several_threads():
     executor = rml.Executor.create(graph, rml.ExecutorOptions(threads=1))
     assert executor.input_names == ["x"] and executor.output_names == ["y"]
     assert str(executor.output_type(0)) == "f32 [2, 1]"
+    with pytest.raises(rml.OutOfRangeError):
+        executor.input_type(1)
     rng = np.random.default_rng(5)
     inputs = [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(8)]
     results = [None] * len(inputs)
