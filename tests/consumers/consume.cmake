@@ -2,7 +2,8 @@
 # in one way (KIND), configures and builds it as a user would, runs it on a model and checks
 # what it prints against counts read from the model's JSON.
 #
-#   -DKIND=install|find_package|add_subdirectory|fetchcontent|meson_subproject|pkg_config
+#   -DKIND=install|find_package|add_subdirectory|fetchcontent|meson_subproject|pkg_config|
+#          dependency_lookup.missing|dependency_lookup.msgpack6 (configure only)
 #   -DRML_SOURCE_DIR=<rml checkout>   -DWORK_DIR=<scratch directory for this test>
 #   -DPREFIX=<install prefix shared by install, find_package and pkg_config>
 #   -DGENERATOR=<CMake generator>     -DCXX=<C++ compiler>    -DMODEL=<model stem>
@@ -83,6 +84,14 @@ elseif(KIND STREQUAL "find_package")
   stage()
   cmake_build("-DCMAKE_PREFIX_PATH=${PREFIX}")
   check_consumer("${build}/consumer")
+
+elseif(KIND MATCHES "^dependency_lookup\\.(.*)")
+  set(expect "${CMAKE_MATCH_1}")
+  set(KIND dependency_lookup)
+  stage()
+  step("configure" "${CMAKE_COMMAND}" -S "${src}" -B "${build}" -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${CXX}"
+       "-DCMAKE_PREFIX_PATH=${PREFIX}" "-DEXPECT=${expect}")
+  message(STATUS "${step_output}")
 
 elseif(KIND STREQUAL "add_subdirectory")
   stage()

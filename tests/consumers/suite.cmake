@@ -33,6 +33,8 @@ endfunction()
 
 rml_add_consumer_test(install FIXTURE_SETUP rml_installed)
 rml_add_consumer_test(find_package FIXTURE_REQUIRED rml_installed)
+rml_add_consumer_test(dependency_lookup.missing FIXTURE_REQUIRED rml_installed)
+rml_add_consumer_test(dependency_lookup.msgpack6 FIXTURE_REQUIRED rml_installed)
 rml_add_consumer_test(add_subdirectory)
 rml_add_consumer_test(fetchcontent)
 # A CI checkout may belong to another user than the one running the tests; trust this one
