@@ -70,7 +70,7 @@ struct Args {
     if (v.empty()) return std::nullopt;
     return v.back();
   }
-  // A positive integer option, or `fallback` when absent.
+  // An integer option that must be at least `min`, or `fallback` when absent.
   [[nodiscard]] int count(std::string_view name, int fallback, int min) const {
     const auto text = last(name);
     if (!text) return fallback;
