@@ -49,6 +49,7 @@ struct Tolerance {
   double atol = 0, rtol = 0;
   bool zoo = false;  ///< zoo rule: |got - ref| <= 1e-4 * max(1, max |ref|)
 };
+constexpr Tolerance kZooTolerance{0, 0, true};
 
 /// Empty when `got` matches `want`; otherwise what differs first.
 std::string compare(const rml::Tensor& got, const rml::Tensor& want, Tolerance tol) {
@@ -106,7 +107,7 @@ void check_zoo(const fs::path& dir, const std::vector<std::string>& models) {
       REQUIRE_MESSAGE(ref.ok(), ref.error().to_string());
       for (const char* route : {"", "_onnx"}) {
         for (int threads : {1, 2}) {
-          const std::string problem = run_case(dir / (base + route), *ref, Tolerance{0, 0, true}, threads);
+          const std::string problem = run_case(dir / (base + route), *ref, kZooTolerance, threads);
           CHECK_MESSAGE(problem.empty(), base << route << " (" << threads << " threads): " << problem);
         }
       }
