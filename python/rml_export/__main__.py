@@ -53,6 +53,7 @@ def main(argv=None) -> int:
     t.add_argument("factory")
     t.add_argument("stem")
     t.add_argument("--input", action="append", default=[], help="example input as f32:2,12 or i32:1,8")
+    t.add_argument("--check", action="store_true", help="run the export in the NumPy reference and compare")
     o = sub.add_parser("onnx", help="lower an ONNX model")
     o.add_argument("model")
     o.add_argument("stem")
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
                 if not args.input:
                     raise SystemExit("rml_export: the factory gave no example inputs; pass --input")
                 inputs = tuple(_example(s) for s in args.input)
-            graph = from_torch(model, inputs, args.stem)
+            graph = from_torch(model, inputs, args.stem, check=args.check)
         else:
             from .onnx_export import from_onnx
             shapes = {}

@@ -231,12 +231,16 @@ class GraphBuilder:
     def write(self, stem) -> Dict:
         """Writes `<stem>.json` and `<stem>.safetensors`; returns the graph JSON dict."""
         graph, tensors = self.finish()
+        self.save(stem, graph, tensors)
+        return graph
+
+    def save(self, stem, graph: Dict, tensors) -> None:
+        """Writes what `finish` returned as `<stem>.json` and `<stem>.safetensors`."""
         text = _dumps(graph)
         with open(f"{stem}.json", "w") as f:
             f.write(text)
         write_safetensors(f"{stem}.safetensors", tensors, {"format": "rml-graph", "producer": self.producer,
                                                           **self.metadata})
-        return graph
 
 
 def _dumps(graph: Dict) -> str:

@@ -1166,12 +1166,14 @@ def _transformer_encoder(ctx, m, path, src, mask=None, src_key_padding_mask=None
 
 # ----------------------------------------------------------------------------------------------------------------
 def from_torch(module: nn.Module, example_inputs, stem=None, *, input_names: Optional[Sequence[str]] = None,
-               output_names: Optional[Sequence[str]] = None) -> Dict:
+               output_names: Optional[Sequence[str]] = None, check: bool = False) -> Dict:
     """Exports `module` (put in eval mode) traced at the shapes of `example_inputs`.
 
     Writes `<stem>.json` and `<stem>.safetensors` when `stem` is given; returns the graph JSON dict.
     Input names default to the forward's argument names; outputs are called `output` (or `output.<i>`).
-    Raises ExportError naming the PyTorch op and module path that cannot be lowered.
+    With `check`, the exported graph is also run by the NumPy reference interpreter on the example inputs and
+    must match PyTorch within 1e-4 * max(1, max |output|).
+    Raises ExportError naming the PyTorch op and module path that cannot be lowered (or the output that differs).
     """
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
@@ -1189,7 +1191,7 @@ def from_torch(module: nn.Module, example_inputs, stem=None, *, input_names: Opt
     lowering = _Lowering(gm, builder, input_names or placeholders)
     with torch.no_grad():
         try:
-            lowering.run(*example_inputs)
+            expected = lowering.run(*example_inputs)
         except ExportError as e:
             raise ExportError(getattr(e, "message", str(e))) from None
     out_node = next(n for n in graph.nodes if n.op == "output")
@@ -1199,4 +1201,22 @@ def from_torch(module: nn.Module, example_inputs, stem=None, *, input_names: Opt
         name = output_names[i] if output_names else ("output" if len(outputs) == 1 else f"output.{i}")
         v = lowering.value(out)
         builder.output(v, name)
-    return builder.write(stem) if stem else builder.finish()[0]
+    result, tensors = builder.finish()
+    if check:
+        expected = list(expected) if isinstance(expected, (list, tuple)) else [expected]
+        _check_with_reference(result, dict(tensors), example_inputs, expected)
+    if stem:
+        builder.save(stem, result, tensors)
+    return result
+
+
+def _check_with_reference(graph: Dict, tensors: Dict, inputs, expected) -> None:
+    from . import reference
+    got = reference.run_graph(graph, tensors, [_to_numpy(t).astype(np.int32 if _rml_dtype(t) == "i32" else np.float32)
+                                               for t in inputs])
+    for i, (g, e) in enumerate(zip(got, expected)):
+        e = _to_numpy(torch.as_tensor(e))
+        err = float(np.max(np.abs(g.astype(np.float64) - e))) if e.size else 0.0
+        bound = 1e-4 * max(1.0, float(np.max(np.abs(e))) if e.size else 1.0)
+        if not err <= bound:
+            raise ExportError(f"output {i}: the exported graph differs from PyTorch by {err:.3g} (bound {bound:.3g})")

@@ -57,6 +57,17 @@ def test_mlp_matches_the_seed_numbering(tmp_path):
     assert graph["nodes"][0]["origin"]["file"] == "models.py"
 
 
+def test_check_runs_the_reference(monkeypatch):
+    model, inputs = models.build("gpt", 1)
+    assert from_torch(model, inputs, check=True)["nodes"]
+
+    from rml_export import torch_export  # a lowering bug, simulated: ReLU lowered as abs
+    monkeypatch.setitem(torch_export.MODULE_HANDLERS, nn.ReLU, lambda ctx, m, path, x: ctx.op("abs", x))
+    model, inputs = models.build("mlp", 2)
+    with pytest.raises(ExportError, match="output 0: the exported graph differs from PyTorch"):
+        from_torch(model, inputs, check=True)
+
+
 def test_mlp_is_structurally_identical_to_the_io_fixture(tmp_path):
     path = os.path.join(ROOT, "tests", "data", "torch_mlp.json")
     if not os.path.exists(path):
