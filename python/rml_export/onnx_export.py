@@ -173,8 +173,9 @@ def _prelu(ctx, x, slope, **a):
 def _clip(ctx, x, lo=None, hi=None, min=None, max=None, **a):
     lo = lo if lo is not None else (None if min is None else ctx.b.scalar(min))
     hi = hi if hi is not None else (None if max is None else ctx.b.scalar(max))
-    if lo is not None:
-        x = ctx.op("maximum", x, lo)
+    if lo is not None:  # a constant lower bound of 0 is a relu, which executors fuse into the producing kernel
+        zero = lo.is_const and lo.data.size == 1 and float(lo.data.reshape(-1)[0]) == 0.0
+        x = ctx.op("relu", x) if zero else ctx.op("maximum", x, lo)
     if hi is not None:
         x = ctx.op("minimum", x, hi)
     return x

@@ -380,8 +380,8 @@ def _gelu_module(ctx, module, path, x):
 
 def _clamp(ctx, x, lo=None, hi=None):
     y = ctx.value(x)
-    if lo is not None:
-        y = ctx.op("maximum", y, float(lo))
+    if lo is not None:  # a lower bound of 0 is a relu, which executors fuse into the producing kernel
+        y = ctx.op("relu", y) if float(lo) == 0.0 else ctx.op("maximum", y, float(lo))
     if hi is not None:
         y = ctx.op("minimum", y, float(hi))
     return y
