@@ -40,6 +40,17 @@ inline void redirect(GraphDef& def, ValueId from, ValueId to) {
       if (v == from) v = to;
 }
 
+/// Removes the nodes marked in `drop`, keeping the order of the rest.
+inline void erase_nodes(GraphDef& def, const std::vector<bool>& drop) {
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < def.nodes.size(); ++i) {
+    if (drop[i]) continue;
+    if (k != i) def.nodes[k] = std::move(def.nodes[i]);  // a self-move would empty the node
+    ++k;
+  }
+  def.nodes.resize(k);
+}
+
 /// The constant defining `v`, or null.
 inline const ConstantDef* constant_of(const GraphDef& def, const std::vector<ValueSource>& src, ValueId v) {
   return src[v].kind == ValueSource::Kind::constant ? &def.constants[src[v].index] : nullptr;
@@ -129,12 +140,8 @@ inline bool remove_identities(GraphDef& def, const Device& graph_device) {
     drop[i] = true;
     changed = true;
   }
-  if (!changed) return false;
-  std::size_t k = 0;
-  for (std::size_t i = 0; i < def.nodes.size(); ++i)
-    if (!drop[i]) def.nodes[k++] = std::move(def.nodes[i]);
-  def.nodes.resize(k);
-  return true;
+  if (changed) erase_nodes(def, drop);
+  return changed;
 }
 
 /// Folds operators whose inputs are all constants into constants, through the eager hook.
@@ -169,12 +176,8 @@ inline bool fold_constants(GraphDef& def, const ExecHooks* hooks) {
     drop[i] = true;
     changed = true;
   }
-  if (!changed) return false;
-  std::size_t k = 0;
-  for (std::size_t i = 0; i < def.nodes.size(); ++i)
-    if (!drop[i]) def.nodes[k++] = std::move(def.nodes[i]);
-  def.nodes.resize(k);
-  return true;
+  if (changed) erase_nodes(def, drop);
+  return changed;
 }
 
 /// Merges operators that apply the same op with the same attributes to the same inputs on one device.
@@ -198,12 +201,8 @@ inline bool eliminate_common_subexpressions(GraphDef& def) {
     drop[i] = true;
     changed = true;
   }
-  if (!changed) return false;
-  std::size_t k = 0;
-  for (std::size_t i = 0; i < def.nodes.size(); ++i)
-    if (!drop[i]) def.nodes[k++] = std::move(def.nodes[i]);
-  def.nodes.resize(k);
-  return true;
+  if (changed) erase_nodes(def, drop);
+  return changed;
 }
 
 /// Drops operators and constants no output depends on, then renumbers the values densely

@@ -89,6 +89,15 @@ inline Status stale_view(std::string_view what, std::string_view name, bool edit
   return invalid_argument(std::move(m));
 }
 
+/// The body a view points into, if the graph still holds what the view saw.
+inline Result<std::shared_ptr<const GraphBody>> lock_view(const std::weak_ptr<GraphBody>& body, std::uint64_t epoch,
+                                                          std::string_view what, std::string_view name) {
+  auto b = body.lock();
+  if (!b || !b->consumed_by.empty()) return stale_view(what, name, false);
+  if (b->epoch != epoch) return stale_view(what, name, true);
+  return std::shared_ptr<const GraphBody>(std::move(b));
+}
+
 struct ViewAccess;
 
 }  // namespace detail
@@ -123,10 +132,7 @@ class Node {
   friend struct detail::ViewAccess;
   Node() = default;
   [[nodiscard]] Result<std::shared_ptr<const detail::GraphBody>> lock() const {
-    auto b = body_.lock();
-    if (!b || !b->consumed_by.empty()) return detail::stale_view("node", name_, false);
-    if (b->epoch != epoch_) return detail::stale_view("node", name_, true);
-    return std::shared_ptr<const detail::GraphBody>(std::move(b));
+    return detail::lock_view(body_, epoch_, "node", name_);
   }
   /// The operator index, for an operator node.
   [[nodiscard]] std::size_t op_index(const GraphDef& def) const noexcept { return position_ - def.inputs.size(); }
@@ -162,10 +168,7 @@ class Value {
   friend struct detail::ViewAccess;
   Value() = default;
   [[nodiscard]] Result<std::shared_ptr<const detail::GraphBody>> lock() const {
-    auto b = body_.lock();
-    if (!b || !b->consumed_by.empty()) return detail::stale_view("value", name_, false);
-    if (b->epoch != epoch_) return detail::stale_view("value", name_, true);
-    return std::shared_ptr<const detail::GraphBody>(std::move(b));
+    return detail::lock_view(body_, epoch_, "value", name_);
   }
 
   std::weak_ptr<detail::GraphBody> body_;
