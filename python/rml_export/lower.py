@@ -293,3 +293,28 @@ def log_softmax(b: GraphBuilder, x: Value, axis: int) -> Value:
     shifted = b.op("sub", [x, b.op("max", [x], axes=[axis], keepdims=True)])
     total = b.op("sum", [b.op("exp", [shifted])], axes=[axis], keepdims=True)
     return b.op("sub", [shifted, b.op("log", [total])])
+
+
+def adaptive_avg_pool2d(b: GraphBuilder, x: Value, out_h: int, out_w: int) -> Value:
+    """PyTorch's adaptive average pooling: output cell i averages input rows floor(i*H/oh) .. ceil((i+1)*H/oh).
+    Whole windows are an avg_pool2d (or a mean); otherwise the pooling is separable, two matmuls with constant
+    averaging matrices."""
+    h, w = x.shape[2:]
+    if (out_h, out_w) == (1, 1):
+        return b.op("mean", [x], axes=[2, 3], keepdims=True)
+    if h % out_h == 0 and w % out_w == 0:
+        kernel = [h // out_h, w // out_w]
+        return b.op("avg_pool2d", [x], kernel=kernel, strides=kernel)
+
+    def averaging(size: int, out: int) -> np.ndarray:  # [size, out]: column i averages window i
+        m = np.zeros((size, out), np.float32)
+        for i in range(out):
+            start, end = (i * size) // out, -(-((i + 1) * size) // out)
+            m[start:end, i] = 1.0 / (end - start)
+        return m
+
+    y = b.op("matmul", [x, b.const(averaging(w, out_w))]) if out_w != w else x  # [N, C, H, ow]
+    if out_h != h:
+        y = b.op("transpose", [y], perm=[0, 1, 3, 2])
+        y = b.op("transpose", [b.op("matmul", [y, b.const(averaging(h, out_h))])], perm=[0, 1, 3, 2])
+    return y

@@ -687,14 +687,7 @@ _modules(nn.AvgPool2d)(lambda ctx, m, path, x: _avg_pool(ctx, x, m.kernel_size, 
 
 
 def _adaptive_avg_pool(ctx, x, output_size):
-    n, c, h, w = ctx.value(x).shape
-    oh, ow = ctx.out_shape[2:]
-    if (oh, ow) == (1, 1):
-        return ctx.op("mean", x, axes=[2, 3], keepdims=True)
-    if h % oh or w % ow:
-        raise ExportError(f"adaptive average pooling from {h}x{w} to {oh}x{ow} (not a whole window)")
-    kernel = [h // oh, w // ow]
-    return ctx.op("avg_pool2d", x, kernel=kernel, strides=kernel)
+    return lower.adaptive_avg_pool2d(ctx.b, ctx.value(x), *ctx.out_shape[2:])
 
 
 _functions(F.adaptive_avg_pool2d)(_adaptive_avg_pool)
@@ -915,6 +908,19 @@ def _addmm(ctx, bias, a, b, beta=1, alpha=1):
 
 _functions(torch.square)(lambda ctx, x: ctx.op("mul", x, x))
 _methods("square")(lambda ctx, x: ctx.op("mul", x, x))
+
+
+def _stochastic_depth(ctx, x, p, mode, training=True):
+    if training:
+        raise ExportError("stochastic depth in training mode")
+    return x  # identity at inference
+
+
+try:  # torchvision wraps it for fx, so it reaches the lowering as one call
+    import torchvision.ops
+    _functions(torchvision.ops.stochastic_depth)(_stochastic_depth)
+except ImportError:  # torchvision is optional
+    pass
 
 
 @_modules(nn.Embedding)

@@ -152,7 +152,8 @@ def test_pooling_variants(tmp_path):
     class Pools(nn.Module):
         def forward(self, x):
             return (F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True), F.avg_pool2d(x, 2),
-                    F.adaptive_avg_pool2d(x, (2, 3)), torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+                    F.adaptive_avg_pool2d(x, (2, 3)), torch.flatten(F.adaptive_avg_pool2d(x, 1), 1),
+                    F.adaptive_avg_pool2d(x, (3, 5)), F.adaptive_avg_pool2d(x[:, :, :1, :1], (2, 2)))
 
     run_both(Pools(), (torch.randn(1, 2, 8, 6),), tmp_path)
 
@@ -275,3 +276,19 @@ def test_more_modules_and_functions(tmp_path):
 
     torch.manual_seed(4)
     run_both(More(), (torch.randn(1, 4, 4, 4),), tmp_path, tol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["squeezenet1_0", "shufflenet_v2_x0_5", "mnasnet0_5", "efficientnet_b0",
+                                  "mobilenet_v3_small", "regnet_x_400mf", "googlenet"])
+def test_torchvision_models(name):
+    """More of torchvision (channel shuffle, squeeze-excitation, hardswish, stochastic depth, inception
+    branches...) exports and matches PyTorch in the NumPy reference (random weights, 64x64 inputs)."""
+    import warnings
+
+    import torchvision
+    torch.manual_seed(0)
+    extra = {"aux_logits": False, "init_weights": False} if name == "googlenet" else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = getattr(torchvision.models, name)(weights=None, num_classes=10, **extra)
+    assert from_torch(model, (torch.randn(1, 3, 64, 64),), check=True)["nodes"]
