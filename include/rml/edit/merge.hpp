@@ -115,7 +115,7 @@ void append_part_body(GraphDef& out, GraphDef& part, std::vector<ValueId>& remap
                       NodeName&& node_name, TensorName&& tensor_name) {
   const auto define = [&](ValueId v) {
     remap[v] = static_cast<ValueId>(out.values.size());
-    out.values.push_back({value_name(v), part.values[v].type});
+    out.values.push_back({value_name(v), std::move(part.values[v].type)});  // `part` is consumed
     return remap[v];
   };
   for (ConstantDef& c : part.constants) {
@@ -307,6 +307,12 @@ inline Result<MergedGraph> merge(std::vector<GraphPart>& parts, const std::vecto
 
   // ---- build (nothing below fails) ----
   MergedGraph merged;
+  std::size_t total_nodes = 0, total_values = 0;
+  for (const GraphPart& part : parts) {
+    total_nodes += part.graph.def().nodes.size();
+    total_values += part.graph.def().values.size();
+  }
+  merged.renames.reserve(total_nodes + 8);
   for (std::size_t p = 0; p < part_count; ++p) {
     for (std::size_t i = 0; i < io[p].inputs.size(); ++i) {
       const std::string to = io_name(p, io[p].inputs[i]);
@@ -334,6 +340,8 @@ inline Result<MergedGraph> merge(std::vector<GraphPart>& parts, const std::vecto
   out.name = parts[0].graph.def().name;
   out.producer = parts[0].graph.def().producer;
   const Device device = parts[0].graph.device();
+  out.nodes.reserve(total_nodes + links.size());
+  out.values.reserve(total_values + links.size());
   std::vector<std::vector<ValueId>> remap(part_count);
   std::vector<std::vector<ValueId>> merged_input(part_count);
   // Node renames follow the input and output renames, part by part: each part's first one.
