@@ -42,8 +42,9 @@ function(vendor dest)
 endfunction()
 
 function(cmake_build)
+  # No build type: no optimisation and no debug info, the fastest build of the consumer.
   step("configure" "${CMAKE_COMMAND}" -S "${src}" -B "${build}" -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${CXX}"
-       -DCMAKE_BUILD_TYPE=Debug ${ARGN})
+       ${ARGN})
   step("build" "${CMAKE_COMMAND}" --build "${build}")
 endfunction()
 
@@ -119,7 +120,7 @@ elseif(KIND STREQUAL "meson_subproject")
   vendor("${src}/subprojects/rml")
   # --force-fallback-for: use the subproject even if an rml is installed on the system.
   step("meson setup" "${CMAKE_COMMAND}" -E env "CXX=${CXX}" "${MESON}" setup "${build}" "${src}"
-       --force-fallback-for=rml)
+       --force-fallback-for=rml --buildtype=plain)
   if(NOT step_output MATCHES "Executing subproject rml")
     message(FATAL_ERROR "meson_subproject: rml_dep did not come from the subproject:\n${step_output}")
   endif()
