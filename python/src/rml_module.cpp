@@ -75,7 +75,8 @@ void define_errors(py::module_& m) {
        "An argument the call cannot take (INVALID_ARGUMENT); also a ValueError."},
       {Code::failed_precondition, "FailedPreconditionError", nullptr,
        "A graph the call cannot take in its present state, e.g. a finalized one (FAILED_PRECONDITION)."},
-      {Code::not_found, "NotFoundError", PyExc_LookupError, "A missing file, node or value (NOT_FOUND); also a LookupError."},
+      {Code::not_found, "NotFoundError", PyExc_LookupError,
+       "A missing file, node or value (NOT_FOUND); also a LookupError."},
       {Code::out_of_range, "OutOfRangeError", PyExc_IndexError,
        "An index outside its range, e.g. a gather index at run time (OUT_OF_RANGE); also an IndexError."},
       {Code::unsupported, "UnsupportedError", PyExc_NotImplementedError,
@@ -84,14 +85,15 @@ void define_errors(py::module_& m) {
       {Code::internal, "InternalError", nullptr, "A bug, or a foreign exception inside a C++ call (INTERNAL)."},
   };
   py::dict base_attrs("code_name"_a = "UNKNOWN", "code"_a = py::none());
-  PyObject* base = PyErr_NewExceptionWithDoc("rml.Error", "The base class of every error rml raises.",
-                                             PyExc_Exception, base_attrs.ptr());
+  PyObject* base = PyErr_NewExceptionWithDoc("rml.Error", "The base class of every error rml raises.", PyExc_Exception,
+                                             base_attrs.ptr());
   if (base == nullptr) throw py::error_already_set();
   error_classes[0] = base;
   m.add_object("Error", py::handle(base));
   for (const Row& row : rows) {
     py::dict attrs("code_name"_a = std::string(code_name(row.code)), "code"_a = py::cast(row.code));
-    py::tuple bases = row.builtin ? py::make_tuple(py::handle(base), py::handle(row.builtin)) : py::make_tuple(py::handle(base));
+    py::tuple bases =
+        row.builtin ? py::make_tuple(py::handle(base), py::handle(row.builtin)) : py::make_tuple(py::handle(base));
     const std::string qualified = std::string("rml.") + row.name;
     PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), row.doc, bases.ptr(), attrs.ptr());
     if (cls == nullptr) throw py::error_already_set();
@@ -182,9 +184,14 @@ DType dtype_arg(const py::handle& h, const char* what = "dtype") {
 /// The dtype rml gives data of this NumPy dtype when none is asked for: floats f32, integers and booleans i32.
 DType default_dtype(const py::dtype& dt, const char* what) {
   switch (dt.kind()) {
-    case 'f': return DType::f32;
-    case 'i': case 'u': case 'b': return DType::i32;
-    default: return dtype_of_numpy(dt, what);
+    case 'f':
+      return DType::f32;
+    case 'i':
+    case 'u':
+    case 'b':
+      return DType::i32;
+    default:
+      return dtype_of_numpy(dt, what);
   }
 }
 
@@ -208,8 +215,10 @@ Tensor to_tensor(const py::handle& data, std::optional<DType> dtype, const char*
       throw Error(Code::invalid_argument, std::string(what) + ": integers outside int32's range cannot become i32");
   }
   // Converts only when the dtype, byte order or layout differs; a matching array comes back as is.
-  if (target == DType::f32) array = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(array);
-  else array = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>::ensure(array);
+  if (target == DType::f32)
+    array = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(array);
+  else
+    array = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>::ensure(array);
   if (!array) throw py::error_already_set();
   if (reinterpret_cast<std::uintptr_t>(array.data()) % element_size(target) != 0) array = array.attr("copy")();
   std::vector<std::int64_t> dims(array.shape(), array.shape() + array.ndim());
@@ -259,8 +268,13 @@ py::buffer_info tensor_buffer(const Tensor& t) {
   }
   const std::string format =
       t.dtype() == DType::f32 ? py::format_descriptor<float>::format() : py::format_descriptor<std::int32_t>::format();
-  return {const_cast<std::byte*>(t.raw_data()), itemsize, format, static_cast<py::ssize_t>(shape.size()),
-          std::move(shape), std::move(strides), !t.storage()->writable()};
+  return {const_cast<std::byte*>(t.raw_data()),
+          itemsize,
+          format,
+          static_cast<py::ssize_t>(shape.size()),
+          std::move(shape),
+          std::move(strides),
+          !t.storage()->writable()};
 }
 
 /// The buffer protocol's getbuffer for Tensor. pybind11's own (def_buffer) cannot refuse a request without
@@ -279,7 +293,8 @@ extern "C" int tensor_getbuffer(PyObject* obj, Py_buffer* view, int flags) {
       return -1;
     }
     if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE && !t.storage()->writable()) {
-      PyErr_SetString(PyExc_BufferError, "rml.Tensor: a writable buffer was asked of read-only memory (a mapped weight)");
+      PyErr_SetString(PyExc_BufferError,
+                      "rml.Tensor: a writable buffer was asked of read-only memory (a mapped weight)");
       return -1;
     }
     auto* info = new py::buffer_info(tensor_buffer(t));
@@ -289,13 +304,13 @@ extern "C" int tensor_getbuffer(PyObject* obj, Py_buffer* view, int flags) {
     view->itemsize = info->itemsize;
     view->len = static_cast<Py_ssize_t>(t.nbytes());
     view->readonly = info->readonly ? 1 : 0;
-    view->ndim = 1;
+    view->ndim = 1;  // a consumer that asks for no shape sees the bytes as one flat run
     if ((flags & PyBUF_FORMAT) == PyBUF_FORMAT) view->format = const_cast<char*>(info->format.c_str());
-    if ((flags & PyBUF_STRIDES) == PyBUF_STRIDES) {
+    if ((flags & PyBUF_ND) == PyBUF_ND) {
       view->ndim = static_cast<int>(info->ndim);
-      view->strides = info->strides.data();
       view->shape = info->shape.data();
     }
+    if ((flags & PyBUF_STRIDES) == PyBUF_STRIDES) view->strides = info->strides.data();
     Py_INCREF(obj);
     return 0;
   } catch (...) {
@@ -320,8 +335,10 @@ std::string tensor_repr(const py::object& self) {
   const std::string head = "rml.Tensor(" + t.type().to_string() + ", ";
   if (!t.defined()) return head + (t.is_symbolic() ? "symbolic)" : "no data)");
   // Rows after the first line up under the first, as NumPy's own repr does.
-  return head + py::str(numpy().attr("array2string")(tensor_as_numpy(self), "separator"_a = ", ", "prefix"_a = head))
-                    .cast<std::string>() + ")";
+  return head +
+         py::str(numpy().attr("array2string")(tensor_as_numpy(self), "separator"_a = ", ", "prefix"_a = head))
+             .cast<std::string>() +
+         ")";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -378,8 +395,7 @@ std::string graph_repr(const Graph& g) {
     return s;
   };
   return "<rml.Graph '" + g.name() + "': " + std::to_string(g.def().nodes.size()) + " operators, inputs (" +
-         join(g.input_names()) + "), outputs (" + join(g.output_names()) + ")" +
-         (g.finalized() ? ", finalized>" : ">");
+         join(g.input_names()) + "), outputs (" + join(g.output_names()) + ")" + (g.finalized() ? ", finalized>" : ">");
 }
 
 /// `encoder.h` for one end of a connection.
@@ -389,10 +405,11 @@ std::string endpoint_text(const Endpoint& e) { return e.part + "." + e.name; }
 /// however the call ends, so each Python Graph object keeps the body its views point into.
 class LentParts {
  public:
-  LentParts(const std::vector<std::pair<std::string, Graph*>>& parts) {
+  explicit LentParts(const std::vector<std::pair<std::string, Graph*>>& parts) {
     for (std::size_t i = 0; i < parts.size(); ++i) {
       Graph* g = parts[i].second;
-      if (g == nullptr) throw Error(Code::invalid_argument, "merge: part '" + parts[i].first + "' is None, not a Graph");
+      if (g == nullptr)
+        throw Error(Code::invalid_argument, "merge: part '" + parts[i].first + "' is None, not a Graph");
       for (std::size_t j = 0; j < i; ++j)
         if (owners_[j] == g)
           throw Error(Code::invalid_argument, "merge: parts '" + parts[j].first + "' and '" + parts[i].first +
@@ -437,22 +454,25 @@ py::tuple split_result(SplitGraph&& split) {
   py::dict parts;
   for (GraphPart& p : split.parts) parts[py::str(p.name)] = py::cast(std::move(p.graph));
   py::list connections;
-  for (const Connection& c : split.connections) connections.append(py::make_tuple(endpoint_text(c.from), endpoint_text(c.to)));
+  for (const Connection& c : split.connections)
+    connections.append(py::make_tuple(endpoint_text(c.from), endpoint_text(c.to)));
   return py::make_tuple(std::move(parts), std::move(connections));
 }
 
 py::tuple split_graph(Graph& graph, const py::object& cut_or_function) {
-  if (py::isinstance<ValueCut>(cut_or_function)) return split_result(unwrap(split(graph, cut_or_function.cast<const ValueCut&>())));
+  if (py::isinstance<ValueCut>(cut_or_function))
+    return split_result(unwrap(split(graph, cut_or_function.cast<const ValueCut&>())));
   if (!PyCallable_Check(cut_or_function.ptr()))
-    throw Error(Code::invalid_argument, "split: pass a ValueCut (graph.min_value_cut()) or a function from Node to str");
+    throw Error(Code::invalid_argument,
+                "split: pass a ValueCut (graph.min_value_cut()) or a function from Node to str");
   PythonCallbacks callbacks;
   Result<SplitGraph> parts = split(graph, [&](const Node& node) -> std::string {
     return callbacks.call([&] {
       py::object part = cut_or_function(node);
       if (!py::isinstance<py::str>(part))
-        throw Error(Code::invalid_argument, "the partition function returned " +
-                                                py::str(py::type::handle_of(part).attr("__name__")).cast<std::string>() +
-                                                ", not a str");
+        throw Error(
+            Code::invalid_argument,
+            "it returned " + py::str(py::type::handle_of(part).attr("__name__")).cast<std::string>() + ", not a str");
       return part.cast<std::string>();
     });
   });
@@ -464,12 +484,12 @@ py::tuple split_graph(Graph& graph, const py::object& cut_or_function) {
 std::vector<Tensor> trace_outputs(const py::object& out) {
   if (py::isinstance<Tensor>(out)) return {out.cast<Tensor>()};
   if (!py::isinstance<py::list>(out) && !py::isinstance<py::tuple>(out))
-    throw Error(Code::invalid_argument, "trace: the function must return a Tensor or a list of Tensors, not " +
+    throw Error(Code::invalid_argument, "the function must return a Tensor or a list of Tensors, not " +
                                             py::str(py::type::handle_of(out).attr("__name__")).cast<std::string>());
   std::vector<Tensor> outputs;
   for (const py::handle& h : out) {
     if (!py::isinstance<Tensor>(h))
-      throw Error(Code::invalid_argument, "trace: the function returned a list holding a " +
+      throw Error(Code::invalid_argument, "the function returned a list holding a " +
                                               py::str(py::type::handle_of(h).attr("__name__")).cast<std::string>() +
                                               "; return the Tensors the rml ops computed");
     outputs.push_back(h.cast<Tensor>());
@@ -503,6 +523,8 @@ py::bytes graph_bytes(const Graph& g) {
 
 Graph graph_from_buffer(const py::buffer& data) {
   const py::buffer_info info = data.request();
+  if (info.ndim != 1 || info.strides[0] != info.itemsize)
+    throw Error(Code::invalid_argument, "deserialize: pass bytes, a bytearray or a contiguous one-dimensional buffer");
   const std::span<const std::uint8_t> bytes(static_cast<const std::uint8_t*>(info.ptr),
                                             static_cast<std::size_t>(info.size * info.itemsize));
   return unwrap(deserialize<Graph>(bytes));
@@ -511,15 +533,23 @@ Graph graph_from_buffer(const py::buffer& data) {
 // ---------------------------------------------------------------------------------------------
 // The module
 
-template <Tensor (*Op)(const Tensor&, const Tensor&)>
+using BinaryOp = Tensor (*)(const Tensor&, const Tensor&);
+
+template <BinaryOp Op>
+Tensor apply_binary(const py::object& a, const py::object& b) {
+  auto [x, y] = operands(a, b);
+  return Op(x, y);
+}
+
+/// `other <op> self`, for Tensor's reflected operators (`2 * x`).
+template <BinaryOp Op>
+Tensor apply_reflected(const py::object& self, const py::object& other) {
+  return apply_binary<Op>(other, self);
+}
+
+template <BinaryOp Op>
 void def_binary(py::module_& m, const char* name, const char* doc) {
-  m.def(
-      name,
-      [](const py::object& a, const py::object& b) {
-        auto [x, y] = operands(a, b);
-        return Op(x, y);
-      },
-      "a"_a, "b"_a, doc);
+  m.def(name, &apply_binary<Op>, "a"_a, "b"_a, doc);
 }
 
 void define_core(py::module_& m) {
@@ -532,14 +562,16 @@ void define_core(py::module_& m) {
       .value("unsupported", Code::unsupported)
       .value("data_loss", Code::data_loss)
       .value("internal", Code::internal);
-  m.def("code_name", [](Code c) { return std::string(code_name(c)); }, "code"_a, "INVALID_ARGUMENT, ...");
+  m.def(
+      "code_name", [](Code c) { return std::string(code_name(c)); }, "code"_a, "INVALID_ARGUMENT, ...");
 
   py::enum_<DType>(m, "DType", "Element types: f32 (float32) and i32 (int32).")
       .value("f32", DType::f32)
       .value("i32", DType::i32);
   m.attr("float32") = DType::f32;
   m.attr("int32") = DType::i32;
-  m.def("dtype_name", [](const py::object& d) { return std::string(dtype_name(dtype_arg(d))); }, "dtype"_a);
+  m.def(
+      "dtype_name", [](const py::object& d) { return std::string(dtype_name(dtype_arg(d))); }, "dtype"_a);
 
   py::class_<TensorType>(m, "TensorType", "A dtype and a static shape, printed `f32 [2, 16]`.")
       .def(py::init([](const py::object& dtype, std::vector<std::int64_t> shape) {
@@ -554,7 +586,8 @@ void define_core(py::module_& m) {
       .def("__repr__", [](const TensorType& t) { return "rml.TensorType(" + t.to_string() + ")"; });
 
   py::enum_<DeviceKind>(m, "DeviceKind").value("cpu", DeviceKind::cpu).value("gpu", DeviceKind::gpu);
-  py::class_<Device>(m, "Device", "A CPU (cpu(0), cpu(1), ... each with its own workspace and threads) or an accelerator.")
+  py::class_<Device>(m, "Device",
+                     "A CPU (cpu(0), cpu(1), ... each with its own workspace and threads) or an accelerator.")
       .def(py::init([](const std::string& text) { return device_arg(py::str(text)); }), "text"_a,
            "Parses cpu, cpu:N, gpu or gpu:N.")
       .def_static("cpu", &Device::cpu, "index"_a = 0)
@@ -563,9 +596,13 @@ void define_core(py::module_& m) {
       .def_readonly("kind", &Device::kind)
       .def_readonly("index", &Device::index)
       .def("is_cpu", &Device::is_cpu)
-      .def("__eq__", [](const Device& a, const py::object& b) {
-        return (py::isinstance<Device>(b) || py::isinstance<py::str>(b)) && a == device_arg(b);
-      })
+      .def("__eq__",
+           [](const Device& a, const py::object& b) {
+             if (py::isinstance<Device>(b)) return a == b.cast<Device>();
+             if (!py::isinstance<py::str>(b)) return false;
+             const std::optional<Device> parsed = Device::parse(b.cast<std::string>());
+             return parsed && a == *parsed;
+           })
       .def("__hash__", [](const Device& d) { return py::hash(py::make_tuple(d.kind, d.index)); })
       .def("__str__", &Device::to_string)
       .def("__repr__", [](const Device& d) { return "rml.Device('" + d.to_string() + "')"; });
@@ -574,9 +611,11 @@ void define_core(py::module_& m) {
 
 void define_tensor(py::module_& m) {
   py::class_<Tensor> tensor(m, "Tensor", py::buffer_protocol(),
-                     "A dense row-major tensor (f32 or i32). np.asarray(t) shares its memory; "
-                     "rml.Tensor(array) shares a C-contiguous float32/int32 array's memory.");
-  tensor.def(py::init([](const py::object& data, const py::object& dtype) { return to_tensor(data, optional_dtype(dtype)); }),
+                            "A dense row-major tensor (f32 or i32). np.asarray(t) shares its memory; "
+                            "rml.Tensor(array) shares a C-contiguous float32/int32 array's memory.");
+  tensor
+      .def(py::init(
+               [](const py::object& data, const py::object& dtype) { return to_tensor(data, optional_dtype(dtype)); }),
            "data"_a, "dtype"_a = py::none())
       .def_property_readonly("dtype", &Tensor::dtype)
       .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape().dims())); })
@@ -616,20 +655,21 @@ void define_tensor(py::module_& m) {
       .def("__repr__", &tensor_repr)
       .def("__reduce__",
            [](const py::object& self) {
-             return py::make_tuple(py::type::of(self), py::make_tuple(tensor_as_numpy(self).attr("copy")(), self.attr("dtype")));
+             return py::make_tuple(py::type::of(self),
+                                   py::make_tuple(tensor_as_numpy(self).attr("copy")(), self.attr("dtype")));
            })
       .def("__neg__", [](const Tensor& t) { return ops::neg(t); })
-      .def("__add__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::add(x, y); })
-      .def("__radd__", [](const py::object& a, const py::object& b) { auto [y, x] = operands(b, a); return ops::add(y, x); })
-      .def("__sub__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::sub(x, y); })
-      .def("__rsub__", [](const py::object& a, const py::object& b) { auto [y, x] = operands(b, a); return ops::sub(y, x); })
-      .def("__mul__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::mul(x, y); })
-      .def("__rmul__", [](const py::object& a, const py::object& b) { auto [y, x] = operands(b, a); return ops::mul(y, x); })
-      .def("__truediv__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::div(x, y); })
-      .def("__rtruediv__", [](const py::object& a, const py::object& b) { auto [y, x] = operands(b, a); return ops::div(y, x); })
-      .def("__pow__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::pow(x, y); })
-      .def("__matmul__", [](const py::object& a, const py::object& b) { auto [x, y] = operands(a, b); return ops::matmul(x, y); })
-      .def("__rmatmul__", [](const py::object& a, const py::object& b) { auto [y, x] = operands(b, a); return ops::matmul(y, x); });
+      .def("__add__", &apply_binary<&ops::add>)
+      .def("__radd__", &apply_reflected<&ops::add>)
+      .def("__sub__", &apply_binary<&ops::sub>)
+      .def("__rsub__", &apply_reflected<&ops::sub>)
+      .def("__mul__", &apply_binary<&ops::mul>)
+      .def("__rmul__", &apply_reflected<&ops::mul>)
+      .def("__truediv__", &apply_binary<&ops::div>)
+      .def("__rtruediv__", &apply_reflected<&ops::div>)
+      .def("__pow__", &apply_binary<&ops::pow>)
+      .def("__matmul__", &apply_binary<&ops::matmul>)
+      .def("__rmatmul__", &apply_reflected<&ops::matmul>);
   reinterpret_cast<PyTypeObject*>(tensor.ptr())->tp_as_buffer->bf_getbuffer = &tensor_getbuffer;
   // Arrays, lists and floats convert to tensors wherever a Tensor is expected (copied only when needed).
   py::implicitly_convertible<py::array, Tensor>();
@@ -643,7 +683,10 @@ void define_tensor(py::module_& m) {
       "A Tensor from a Tensor, a NumPy array or nested lists; dtype defaults to f32 for floats and i32 for integers. "
       "A C-contiguous float32/int32 array of the requested dtype is shared, not copied.");
   m.def(
-      "zeros", [](const py::object& dtype, std::vector<std::int64_t> shape) { return Tensor::zeros(dtype_arg(dtype), Shape(std::move(shape))); },
+      "zeros",
+      [](const py::object& dtype, std::vector<std::int64_t> shape) {
+        return Tensor::zeros(dtype_arg(dtype), Shape(std::move(shape)));
+      },
       "dtype"_a, "shape"_a);
   m.def("to", &tensor_to, "tensor"_a, "device"_a,
         "The tensor on `device`. Tensors live in host memory, so a CPU device returns it as it is; "
@@ -653,10 +696,14 @@ void define_tensor(py::module_& m) {
 void define_ops(py::module_& m) {
   using Fn1 = Tensor (*)(const Tensor&);
   const std::pair<const char*, Fn1> unary[] = {
-      {"neg", &ops::neg},   {"abs", &ops::abs},   {"relu", &ops::relu},   {"sigmoid", &ops::sigmoid},
-      {"tanh", &ops::tanh}, {"exp", &ops::exp},   {"log", &ops::log},     {"sqrt", &ops::sqrt},
-      {"rsqrt", &ops::rsqrt}, {"reciprocal", &ops::reciprocal}, {"erf", &ops::erf}, {"silu", &ops::silu},
-      {"sin", &ops::sin},   {"cos", &ops::cos},   {"copy", &ops::copy},
+      {"neg", &ops::neg},     {"abs", &ops::abs},
+      {"relu", &ops::relu},   {"sigmoid", &ops::sigmoid},
+      {"tanh", &ops::tanh},   {"exp", &ops::exp},
+      {"log", &ops::log},     {"sqrt", &ops::sqrt},
+      {"rsqrt", &ops::rsqrt}, {"reciprocal", &ops::reciprocal},
+      {"erf", &ops::erf},     {"silu", &ops::silu},
+      {"sin", &ops::sin},     {"cos", &ops::cos},
+      {"copy", &ops::copy},
   };
   for (const auto& [name, fn] : unary) m.def(name, fn, "x"_a);
   m.def("gelu", &ops::gelu, "x"_a, "approximate"_a = "none", "approximate: 'none' (erf form) or 'tanh'.");
@@ -681,7 +728,8 @@ void define_ops(py::module_& m) {
         return ops::conv2d(x, w, bias, {std::move(strides), std::move(pads), std::move(dilations), groups});
       },
       "x"_a, "w"_a, "bias"_a = py::none(), "strides"_a = ops::Ints{1, 1}, "pads"_a = ops::Ints{0, 0, 0, 0},
-      "dilations"_a = ops::Ints{1, 1}, "groups"_a = 1, "NCHW convolution; w is [O, C/groups, kH, kW]; pads top, left, bottom, right.");
+      "dilations"_a = ops::Ints{1, 1}, "groups"_a = 1,
+      "NCHW convolution; w is [O, C/groups, kH, kW]; pads top, left, bottom, right.");
   m.def("max_pool2d", &ops::max_pool2d, "x"_a, "kernel"_a, "strides"_a = ops::Ints{}, "pads"_a = ops::Ints{0, 0, 0, 0});
   m.def("avg_pool2d", &ops::avg_pool2d, "x"_a, "kernel"_a, "strides"_a = ops::Ints{}, "pads"_a = ops::Ints{0, 0, 0, 0},
         "count_include_pad"_a = true);
@@ -699,9 +747,11 @@ void define_ops(py::module_& m) {
   m.def("concat", &ops::concat, "xs"_a, "axis"_a);
   m.def("slice", &ops::slice, "x"_a, "starts"_a, "ends"_a, "axes"_a = ops::Ints{}, "steps"_a = ops::Ints{});
   m.def("expand", &ops::expand, "x"_a, "shape"_a);
-  m.def("pad", &ops::pad, "x"_a, "pads"_a, "value"_a = 0.0, "pads: the begin of every axis, then the end of every axis.");
+  m.def("pad", &ops::pad, "x"_a, "pads"_a, "value"_a = 0.0,
+        "pads: the begin of every axis, then the end of every axis.");
   m.def("gather", &ops::gather, "data"_a, "indices"_a, "axis"_a = 0, "indices are i32; negative indices wrap.");
-  m.def("cast", [](const Tensor& x, const py::object& to) { return ops::cast(x, dtype_arg(to)); }, "x"_a, "to"_a);
+  m.def(
+      "cast", [](const Tensor& x, const py::object& to) { return ops::cast(x, dtype_arg(to)); }, "x"_a, "to"_a);
 }
 
 void define_graph(py::module_& m) {
@@ -710,12 +760,19 @@ void define_graph(py::module_& m) {
     const auto c = static_cast<OpCode>(i);
     op_code.value(std::string(op_code_name(c)).c_str(), c);
   }
-  m.def("op_name", [](OpCode c) { return std::string(op_name(c)); }, "code"_a, "The snake_case name (matmul).");
-  m.def("op_code_name", [](OpCode c) { return std::string(op_code_name(c)); }, "code"_a, "The CamelCase name (MatMul).");
-  m.def("find_op", [](const std::string& name) { return find_op(name); }, "name"_a, "The OpCode of a snake_case op name, or None.");
+  m.def(
+      "op_name", [](OpCode c) { return std::string(op_name(c)); }, "code"_a, "The snake_case name (matmul).");
+  m.def(
+      "op_code_name", [](OpCode c) { return std::string(op_code_name(c)); }, "code"_a, "The CamelCase name (MatMul).");
+  m.def(
+      "find_op", [](const std::string& name) { return find_op(name); }, "name"_a,
+      "The OpCode of a snake_case op name, or None.");
 
   py::enum_<NodeKind>(m, "NodeKind").value("input", NodeKind::input).value("op", NodeKind::op);
-  py::enum_<NameKind>(m, "NameKind").value("node", NameKind::node).value("input", NameKind::input).value("output", NameKind::output);
+  py::enum_<NameKind>(m, "NameKind")
+      .value("node", NameKind::node)
+      .value("input", NameKind::input)
+      .value("output", NameKind::output);
   py::enum_<IoNames>(m, "IoNames")
       .value("prefix_on_collision", IoNames::prefix_on_collision)
       .value("prefix_always", IoNames::prefix_always)
@@ -729,7 +786,9 @@ void define_graph(py::module_& m) {
       .def_property_readonly("dtype", [](const Value& v) { return v.type().dtype; })
       .def_property_readonly("shape", [](const Value& v) { return py::tuple(py::cast(v.type().shape.dims())); })
       .def_property_readonly("is_constant", &Value::is_constant)
-      .def("check", [](const Value& v) { check(v.check()); }, "Raises InvalidArgumentError once the graph no longer holds the value.")
+      .def(
+          "check", [](const Value& v) { check(v.check()); },
+          "Raises InvalidArgumentError once the graph no longer holds the value.")
       .def("producer", [](const Value& v) { return unwrap(v.producer()); })
       .def("consumers", [](const Value& v) { return unwrap(v.consumers()); })
       .def("__eq__", [](const Value& a, const Value& b) { return a == b; })
@@ -740,15 +799,23 @@ void define_graph(py::module_& m) {
       .def_property_readonly("kind", &Node::kind)
       .def_property_readonly("name", &Node::name)
       .def_property_readonly(
-          "op_code", [](const Node& n) { return n.op_code() == OpCode::count_ ? std::nullopt : std::optional<OpCode>(n.op_code()); },
+          "op_code",
+          [](const Node& n) {
+            return n.op_code() == OpCode::count_ ? std::nullopt : std::optional<OpCode>(n.op_code());
+          },
           "The operator's OpCode; None for an input or an op the table does not know.")
       .def_property_readonly("index", &Node::index)
-      .def("check", [](const Node& n) { check(n.check()); }, "Raises InvalidArgumentError once the graph no longer holds the node.")
-      .def("input", [](const Node& n, std::size_t i) { return unwrap(n.input(i)); }, "i"_a)
-      .def("output", [](const Node& n, std::size_t i) { return unwrap(n.output(i)); }, "i"_a)
+      .def(
+          "check", [](const Node& n) { check(n.check()); },
+          "Raises InvalidArgumentError once the graph no longer holds the node.")
+      .def(
+          "input", [](const Node& n, std::size_t i) { return unwrap(n.input(i)); }, "i"_a)
+      .def(
+          "output", [](const Node& n, std::size_t i) { return unwrap(n.output(i)); }, "i"_a)
       .def("inputs", [](const Node& n) { return unwrap(n.inputs()); })
       .def("outputs", [](const Node& n) { return unwrap(n.outputs()); })
-      .def("attrs", [](const Node& n) { return unwrap(n.def()).attrs; }, "The operator's attributes, as a dict.")
+      .def(
+          "attrs", [](const Node& n) { return unwrap(n.def()).attrs; }, "The operator's attributes, as a dict.")
       .def("__eq__", [](const Node& a, const Node& b) { return a == b; })
       .def("__hash__", [](const Node& n) { return py::hash(py::make_tuple(n.index(), n.name())); })
       .def("__repr__", [](const Node& n) {
@@ -788,27 +855,33 @@ void define_graph(py::module_& m) {
         return "<rml.Rename " + r.part + " " + kind + " " + r.from + " -> " + r.to + ">";
       });
 
-  py::class_<Graph>(m, "Graph", "A graph: what load_graph, trace and deserialize return, and what merge, split, extract, "
-                                "optimize, finalize and run work on.")
+  py::class_<Graph>(m, "Graph",
+                    "A graph: what load_graph, trace and deserialize return, and what merge, split, extract, "
+                    "optimize, finalize and run work on.")
       .def_property_readonly("name", &Graph::name)
       .def_property_readonly("producer", [](const Graph& g) { return g.def().producer; })
       .def_property_readonly("finalized", &Graph::finalized)
       .def_property_readonly("consumed", &Graph::consumed)
       .def_property_readonly("device", &Graph::device)
       .def_property_readonly("metadata", [](const Graph& g) { return g.def().metadata; })
-      .def("copy", [](const Graph& g) { return Graph(g); }, "A copy of the structure that shares the weights.")
+      .def(
+          "copy", [](const Graph& g) { return Graph(g); }, "A copy of the structure that shares the weights.")
       .def("__copy__", [](const Graph& g) { return Graph(g); })
-      .def("__deepcopy__", [](const Graph& g, const py::object&) { return Graph(g); }, "memo"_a)
+      .def(
+          "__deepcopy__", [](const Graph& g, const py::object&) { return Graph(g); }, "memo"_a)
       .def("nodes", &Graph::nodes, "Graph inputs first, then operators in order.")
-      .def("node", [](const Graph& g, std::string_view name) { return unwrap(g.node(name)); }, "name"_a)
+      .def(
+          "node", [](const Graph& g, std::string_view name) { return unwrap(g.node(name)); }, "name"_a)
       .def("find_nodes", &Graph::find_nodes, "op_code"_a)
       .def("values", &Graph::values)
-      .def("value", [](const Graph& g, std::string_view name) { return unwrap(g.value(name)); }, "name"_a)
+      .def(
+          "value", [](const Graph& g, std::string_view name) { return unwrap(g.value(name)); }, "name"_a)
       .def("edges", &Graph::edges)
       .def("input_names", &Graph::input_names)
       .def("output_names", &Graph::output_names)
-      .def("to", [](Graph& g, const py::object& device) { check(g.to(device_arg(device))); }, "device"_a,
-           "Places every node on `device`; FailedPreconditionError once finalized.")
+      .def(
+          "to", [](Graph& g, const py::object& device) { check(g.to(device_arg(device))); }, "device"_a,
+          "Places every node on `device`; FailedPreconditionError once finalized.")
       .def(
           "min_value_cut",
           [](const Graph& g, double min_flops_before, double max_flops_before) {
@@ -819,14 +892,16 @@ void define_graph(py::module_& m) {
       .def(
           "merge",
           [](Graph& first, Graph& second, const std::vector<std::pair<std::string, std::string>>& io_map) {
-            if (&first == &second) throw Error(Code::invalid_argument, "merge: a graph cannot be merged into itself; merge a copy()");
+            if (&first == &second)
+              throw Error(Code::invalid_argument, "merge: a graph cannot be merged into itself; merge a copy()");
             return unwrap(first.merge(second, io_map));
           },
           "second"_a, "io_map"_a = std::vector<std::pair<std::string, std::string>>{},
           "Merges `second` into this graph, feeding each (output, input) pair of io_map; consumes `second` and "
           "returns the names of it that changed.")
       .def("optimize", [](Graph& g) { check(g.optimize()); })
-      .def("finalize", [](Graph& g) { check(g.finalize()); }, "Type-checks and compiles; a finalized graph runs.")
+      .def(
+          "finalize", [](Graph& g) { check(g.finalize()); }, "Type-checks and compiles; a finalized graph runs.")
       .def("run", &run_graph, "inputs"_a, "Runs a finalized graph on tensors or arrays; releases the GIL meanwhile.")
       .def("__repr__", &graph_repr)
       .def(py::pickle([](const Graph& g) { return py::make_tuple(graph_bytes(g)); },
@@ -866,20 +941,28 @@ void define_io_and_serial(py::module_& m) {
         return unwrap(std::move(graph));
       },
       "stem"_a, "Loads <stem>.json and, when it exists, <stem>.safetensors (weights are mapped, not copied).");
-  m.def("save_graph", [](const Graph& g, const std::filesystem::path& stem) { check(save_graph(g, stem)); }, "graph"_a,
-        "stem"_a, "Writes <stem>.json and <stem>.safetensors.");
-  m.def("parse_graph", [](std::string_view json) { return unwrap(parse_graph(json, nullptr)); }, "json"_a,
-        "A graph from rml-graph JSON whose constants are all inline.");
+  m.def(
+      "save_graph", [](const Graph& g, const std::filesystem::path& stem) { check(save_graph(g, stem)); }, "graph"_a,
+      "stem"_a, "Writes <stem>.json and <stem>.safetensors.");
+  m.def(
+      "parse_graph", [](std::string_view json) { return unwrap(parse_graph(json, nullptr)); }, "json"_a,
+      "A graph from rml-graph JSON whose constants are all inline.");
 
-  m.def("serialize", &graph_bytes, "graph"_a, "The graph as one self-contained rml-msgpack document (weights included).");
-  m.def("deserialize", &graph_from_buffer, "data"_a, "The graph serialize() wrote; DataLossError for truncated or corrupt bytes.");
-  m.def("serialize_to_file", [](const Graph& g, const std::filesystem::path& path) { check(serialize_to_file(g, path)); },
-        "graph"_a, "path"_a);
-  m.def("deserialize_from_file", [](const std::filesystem::path& path) { return unwrap(deserialize_from_file<Graph>(path)); },
-        "path"_a);
+  m.def("serialize", &graph_bytes, "graph"_a,
+        "The graph as one self-contained rml-msgpack document (weights included).");
+  m.def("deserialize", &graph_from_buffer, "data"_a,
+        "The graph serialize() wrote; DataLossError for truncated or corrupt bytes.");
+  m.def(
+      "serialize_to_file", [](const Graph& g, const std::filesystem::path& path) { check(serialize_to_file(g, path)); },
+      "graph"_a, "path"_a);
+  m.def(
+      "deserialize_from_file",
+      [](const std::filesystem::path& path) { return unwrap(deserialize_from_file<Graph>(path)); }, "path"_a);
   m.def(
       "structural_equal",
-      [](const Graph& a, const Graph& b, bool map_names) { return structural_equal(a.def(), b.def(), EqualOptions{map_names}); },
+      [](const Graph& a, const Graph& b, bool map_names) {
+        return structural_equal(a.def(), b.def(), EqualOptions{map_names});
+      },
       "a"_a, "b"_a, "map_names"_a = false,
       "True when the graphs hold the same fields; map_names compares up to renaming values and nodes.");
   m.def(
@@ -902,7 +985,8 @@ void define_executor(py::module_& m) {
   py::class_<ExecutorOptions>(m, "ExecutorOptions")
       .def(py::init([](int threads) { return ExecutorOptions{threads}; }), "threads"_a = 0)
       .def_readwrite("threads", &ExecutorOptions::threads, "Intra-op threads, the caller included; 0 = all cores.");
-  py::class_<Executor>(m, "Executor", "A checked graph compiled into kernels over one planned arena; run() is thread-safe.")
+  py::class_<Executor>(m, "Executor",
+                       "A checked graph compiled into kernels over one planned arena; run() is thread-safe.")
       .def_static(
           "create", [](const Graph& g, const ExecutorOptions& options) { return unwrap(Executor::create(g, options)); },
           "graph"_a, "options"_a = ExecutorOptions{})
@@ -922,8 +1006,13 @@ void define_executor(py::module_& m) {
           "inputs"_a, "Runs on tensors or arrays in input order; releases the GIL meanwhile.")
       .def_property_readonly("input_names", &Executor::input_names)
       .def_property_readonly("output_names", &Executor::output_names)
-      .def("input_type", [](const Executor& e, std::size_t i) { return e.input_type(io_index(i, e.input_names(), "input")); }, "i"_a)
-      .def("output_type", [](const Executor& e, std::size_t i) { return e.output_type(io_index(i, e.output_names(), "output")); }, "i"_a)
+      .def(
+          "input_type",
+          [](const Executor& e, std::size_t i) { return e.input_type(io_index(i, e.input_names(), "input")); }, "i"_a)
+      .def(
+          "output_type",
+          [](const Executor& e, std::size_t i) { return e.output_type(io_index(i, e.output_names(), "output")); },
+          "i"_a)
       .def_property_readonly("arena_bytes", &Executor::arena_bytes)
       .def_property_readonly("threads", &Executor::threads);
 }

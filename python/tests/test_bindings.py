@@ -246,6 +246,8 @@ def test_a_type_error_inside_a_trace_raises_at_the_op():
         return [rml.matmul(inputs[0], inputs[0])]
     with pytest.raises(rml.InvalidArgumentError, match="matmul"):
         rml.trace(bad, [rml.TensorSpec("x", rml.float32, [2, 3])])
+    with pytest.raises(rml.InvalidArgumentError, match="^trace: the function returned a list holding a float"):
+        rml.trace(lambda inputs: [1.0], [rml.TensorSpec("x", rml.float32, [2, 3])])
     with pytest.raises(rml.InvalidArgumentError, match="output names"):
         rml.trace(pool, [rml.TensorSpec("x", rml.float32, [2, 3])], output_names=["a", "b"])
 
@@ -351,7 +353,7 @@ def test_split_by_a_function_and_merge_back_compute_the_same():
 
 def test_a_partition_function_that_fails_leaves_the_graph():
     graph = traced_pool()
-    with pytest.raises(rml.InvalidArgumentError, match="returned int, not a str"):
+    with pytest.raises(rml.InvalidArgumentError, match="node 'Relu_1': it returned int, not a str"):
         rml.graph.split(graph, lambda node: 3)
     error = KeyError("mine")
 
