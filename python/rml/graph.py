@@ -54,7 +54,8 @@ def merge(parts: Parts, connections: Sequence[Connection] = (), io_names: Union[
     onto its reader's device) or "refuse". Every part is consumed on success and untouched on failure.
     """
     items = list(parts.items()) if isinstance(parts, Mapping) else [tuple(p) for p in parts]
-    links = [(_endpoint(source, "from", i), _endpoint(target, "to", i)) for i, (source, target) in enumerate(connections)]
+    links = [(_endpoint(source, "from", i), _endpoint(target, "to", i))
+             for i, (source, target) in enumerate(connections)]
     return _rml._merge(items, links, _enum(IoNames, io_names, "io_names"),
                        _enum(CrossDevice, cross_device, "cross_device"))
 

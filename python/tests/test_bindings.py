@@ -20,7 +20,7 @@ import pytest
 if os.environ.get("RML_REQUIRE_BINDINGS"):
     import rml
 else:
-    rml = pytest.importorskip("rml._rml", reason="the rml extension is not built; CTest's python.bindings runs this file")
+    rml = pytest.importorskip("rml._rml", reason="the rml extension is not built; CTest's python.bindings runs it")
     import rml  # noqa: F811
 
 X = np.array([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]], dtype=np.float32)
@@ -36,6 +36,14 @@ def traced_pool(input_name="x", output_name="y"):
 
 def pool_reference(x):
     return -np.maximum(x, 0).sum(axis=1, keepdims=True)
+
+
+def encoder_and_head():
+    """h = relu(x) and y = h + h, the guide's encoder and head."""
+    spec = [rml.TensorSpec("x", rml.float32, [2, 3])]
+    encoder = rml.trace(lambda i: [rml.relu(i[0])], spec, output_names=["h"]).graph
+    spec = [rml.TensorSpec("h", rml.float32, [2, 3])]
+    return encoder, rml.trace(lambda i: [rml.add(i[0], i[0])], spec, output_names=["y"]).graph
 
 
 # ---- tensors and NumPy ----
@@ -213,7 +221,8 @@ def test_conv2d_and_pooling_match_a_direct_loop():
 def test_a_trace_records_the_ops_and_runs_like_numpy():
     graph = traced_pool()
     assert [n.op_code for n in graph.nodes()] == [None, rml.OpCode.Relu, rml.OpCode.Sum, rml.OpCode.Neg]
-    assert graph.nodes()[0].kind == rml.NodeKind.input and graph.node("Sum_2").attrs() == {"axes": [1], "keepdims": True}
+    assert graph.nodes()[0].kind == rml.NodeKind.input
+    assert graph.node("Sum_2").attrs() == {"axes": [1], "keepdims": True}
     graph.finalize()
     np.testing.assert_allclose(np.asarray(graph.run([X])[0]), pool_reference(X))
 
@@ -308,14 +317,12 @@ def test_assert_structural_equal_names_the_difference():
 # ---- surgery ----
 
 def test_merge_takes_a_dict_or_pairs_and_endpoints_as_strings_or_pairs():
-    def parts():
-        return (rml.trace(lambda i: [rml.relu(i[0])], [rml.TensorSpec("x", rml.float32, [2, 3])], output_names=["h"]).graph,
-                rml.trace(lambda i: [rml.add(i[0], i[0])], [rml.TensorSpec("h", rml.float32, [2, 3])], output_names=["y"]).graph)
-    encoder, head = parts()
+    encoder, head = encoder_and_head()
     merged, renames = rml.graph.merge({"encoder": encoder, "head": head}, [("encoder.h", "head.h")])
     assert merged.input_names() == ["x"] and merged.output_names() == ["y"] and encoder.consumed and head.consumed
-    assert [(r.part, r.kind, r.from_, r.to) for r in renames][0] == ("encoder", rml.NameKind.node, "Relu_1", "encoder/Relu_1")
-    encoder, head = parts()
+    first = renames[0]
+    assert (first.part, first.kind, first.from_, first.to) == ("encoder", rml.NameKind.node, "Relu_1", "encoder/Relu_1")
+    encoder, head = encoder_and_head()
     merged, _ = rml.graph.merge([("encoder", encoder), ("head", head)], [(("encoder", "h"), ("head", "h"))],
                                 io_names=rml.IoNames.prefix_always)
     assert merged.input_names() == ["encoder/x"]
@@ -391,8 +398,7 @@ def test_views_of_values_and_edges():
 
 
 def test_graphs_on_two_cpus():
-    encoder = rml.trace(lambda i: [rml.relu(i[0])], [rml.TensorSpec("x", rml.float32, [2, 3])], output_names=["h"]).graph
-    head = rml.trace(lambda i: [rml.add(i[0], i[0])], [rml.TensorSpec("h", rml.float32, [2, 3])], output_names=["y"]).graph
+    encoder, head = encoder_and_head()
     head.to("cpu:1")
     assert head.device == rml.Device.cpu(1)
     with pytest.raises(rml.InvalidArgumentError, match="cpu:0 to cpu:1"):
