@@ -116,3 +116,26 @@ def test_zoo_models_across_opsets(tmp_path, name, opset):
     feeds = [t.numpy().astype(np.int32) if not t.is_floating_point() else t.numpy() for t in inputs]
     _, (got,) = run(onnx.load(path), tmp_path, *feeds)
     assert np.max(np.abs(got - want)) <= 1e-4 * max(1.0, np.max(np.abs(want)))
+
+
+def test_dynamic_batch_export_with_given_shapes(tmp_path):
+    """A model exported with a symbolic batch: its Shape/Gather/Concat chains fold once the shape is given."""
+    import warnings
+
+    import torch
+
+    import models
+    model, (idx,) = models.build("gpt", 2)
+    path = str(tmp_path / "m.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (idx,), path, opset_version=14, input_names=["idx"], output_names=["logits"],
+                          dynamic_axes={"idx": {0: "batch", 1: "time"}, "logits": {0: "batch", 1: "time"}})
+    stem = str(tmp_path / "m")
+    graph = from_onnx(path, stem, input_shapes={"idx": [2, 8]})
+    assert graph["values"][graph["inputs"][0]] == {"name": "idx", "dtype": "i32", "shape": [2, 8]}
+    g, w = reference.load(stem)
+    (got,) = reference.run_graph(g, w, [idx.numpy().astype(np.int32)])
+    with torch.no_grad():
+        want = model(idx).numpy()
+    assert np.max(np.abs(got - want)) <= 1e-4 * max(1.0, np.max(np.abs(want)))
