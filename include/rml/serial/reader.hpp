@@ -355,35 +355,24 @@ class SerialReader {
                                           std::to_string(remain) + " bytes that remain");
   }
 
-  bool read_map_header(std::uint32_t& n) {
+  bool read_map_header(std::uint32_t& n) { return read_header(n, 0x80, 0xde, 2, "a map"); }
+  bool read_array_header(std::uint32_t& n) { return read_header(n, 0x90, 0xdc, 1, "an array"); }
+  // A container header: fix family `fix` (count in the low 4 bits), `op16`, or `op16 + 1` (32-bit
+  // count); then checks that `n` items of at least `item_bytes` each fit in what remains.
+  bool read_header(std::uint32_t& n, std::uint8_t fix, std::uint8_t op16, std::uint64_t item_bytes, const char* what) {
     value_start_ = p_;
-    if (p_ == end_) return wrong_type("a map");
+    if (p_ == end_) return wrong_type(what);
     const std::uint8_t b = *p_;
-    if ((b & 0xf0) == 0x80) {
+    if ((b & 0xf0) == fix) {
       ++p_;
       n = b & 0x0f;
-    } else if (b == 0xde || b == 0xdf) {
+    } else if (b == op16 || b == op16 + 1) {
       ++p_;
-      if (!read_sized(n, b == 0xde ? 2 : 4)) return false;
+      if (!read_sized(n, b == op16 ? 2 : 4)) return false;
     } else {
-      return wrong_type("a map");
+      return wrong_type(what);
     }
-    return fits(n, 2, "a map");
-  }
-  bool read_array_header(std::uint32_t& n) {
-    value_start_ = p_;
-    if (p_ == end_) return wrong_type("an array");
-    const std::uint8_t b = *p_;
-    if ((b & 0xf0) == 0x90) {
-      ++p_;
-      n = b & 0x0f;
-    } else if (b == 0xdc || b == 0xdd) {
-      ++p_;
-      if (!read_sized(n, b == 0xdc ? 2 : 4)) return false;
-    } else {
-      return wrong_type("an array");
-    }
-    return fits(n, 1, "an array");
+    return fits(n, item_bytes, what);
   }
   bool read_str(std::string_view& s) {
     value_start_ = p_;
@@ -708,11 +697,9 @@ class SerialReader {
         return leave();
       }
       if constexpr (!Reflected<U> || std::is_abstract_v<U>) {
-        return fail_back(Code::invalid_argument, "unknown type name \"" + std::string(h.type) + "\" (no type of that name "
-                                                 "is registered as a " + std::string(unqualified_type_name<U>()) + ")");
+        return unknown_type<U>(h.type);
       } else if (h.type != serial_type_name<U>()) {
-        return fail_back(Code::invalid_argument, "unknown type name \"" + std::string(h.type) + "\" (no type of that name "
-                                                 "is registered as a " + std::string(serial_type_name<U>()) + ")");
+        return unknown_type<U>(h.type);
       }
     }
     if constexpr (Reflected<U> && !std::is_abstract_v<U>) {
@@ -726,6 +713,13 @@ class SerialReader {
     } else {
       return false;
     }
+  }
+
+  template <typename U>
+  [[gnu::cold]] bool unknown_type(std::string_view name) {
+    return fail_back(Code::invalid_argument, "unknown type name \"" + std::string(name) +
+                                                 "\" (no type of that name is registered for shared_ptr<" +
+                                                 std::string(unqualified_type_name<U>()) + ">)");
   }
 
   // ---- tensors ----
