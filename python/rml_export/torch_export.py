@@ -1083,13 +1083,16 @@ def multi_head_attention(ctx, m: nn.MultiheadAttention, path: str, query, key, v
     w = ctx.param(path, "in_proj_weight", m.in_proj_weight)
     b = ctx.param(path, "in_proj_bias", m.in_proj_bias) if m.in_proj_bias is not None else None
 
-    def project(t, i, length):
+    def project(t, i, length, scale=1.0):
         wi = ctx.op("slice", w, starts=[i * embed], ends=[(i + 1) * embed], axes=[0], steps=[1])
         bi = ctx.op("slice", b, starts=[i * embed], ends=[(i + 1) * embed], axes=[0], steps=[1]) if b else None
+        if scale != 1.0:  # folded into the (constant) projection instead of scaling q at run time
+            wi = ctx.op("mul", wi, scale)
+            bi = ctx.op("mul", bi, scale) if bi is not None else None
         t = linear(ctx, t, wi, bi)
         return ctx.op("transpose", ctx.op("reshape", t, shape=[batch, length, heads, head_dim]), perm=[0, 2, 1, 3])
 
-    qh = ctx.op("mul", project(q, 0, tgt), 1.0 / math.sqrt(head_dim))
+    qh = project(q, 0, tgt, 1.0 / math.sqrt(head_dim))
     kh, vh = project(k, 1, src), project(v, 2, src)
     scores = ctx.op("matmul", qh, ctx.op("transpose", kh, perm=[0, 1, 3, 2]))  # [B, H, T, S]
     for mask, shape in ((attn_mask, None), (key_padding_mask, [batch, 1, 1, src])):
