@@ -182,13 +182,13 @@ def _clip(ctx, x, lo=None, hi=None, min=None, max=None, **a):
 
 
 def _binary(op):
-    def lower(ctx, a, b, **attrs):
+    def lowering(ctx, a, b, **attrs):
         if attrs.get("broadcast") == 1 and "axis" in attrs:
             raise ExportError("legacy broadcast with axis")
         if a.dtype == "i32" and b.dtype == "i32" and not (a.is_const and b.is_const):
             raise ExportError(f"integer {ctx.node.op_type} (rml arithmetic is f32)")
         return ctx.op(op, a, b)
-    return lower
+    return lowering
 
 
 @_handles("Pow")
@@ -208,14 +208,14 @@ HANDLERS["Xor"] = lambda ctx, a, b, **k: ctx.op("abs", ctx.op("sub", a, b))
 
 
 def _variadic(op, mean=False):
-    def lower(ctx, *xs, **a):
+    def lowering(ctx, *xs, **a):
         y = xs[0]
         for x in xs[1:]:
             y = _binary(op)(ctx, y, x)
         if len(xs) == 1 and not mean:
             return y
         return ctx.op("div", y, float(len(xs))) if mean else y
-    return lower
+    return lowering
 
 
 HANDLERS["Sum"], HANDLERS["Max"], HANDLERS["Min"] = _variadic("add"), _variadic("maximum"), _variadic("minimum")
@@ -402,7 +402,7 @@ def _reduce_axes(ctx, x, axes_input, a):
 
 
 def _reduction(kind):
-    def lower(ctx, x, axes_input=None, **a):
+    def lowering(ctx, x, axes_input=None, **a):
         axes = _reduce_axes(ctx, x, axes_input, a)
         if axes is None:
             return x
@@ -420,7 +420,7 @@ def _reduction(kind):
         peak = ctx.op("max", x, axes=axes, keepdims=True)  # log_sum_exp, shifted for stability
         total = ctx.op("sum", ctx.op("exp", ctx.op("sub", x, peak)), axes=axes, keepdims=keep)
         return ctx.op("add", ctx.op("log", total), peak if keep else ctx.op("reshape", peak, shape=total.shape))
-    return lower
+    return lowering
 
 
 for _n, _k in (("ReduceSum", "sum"), ("ReduceMean", "mean"), ("ReduceMax", "max"), ("ReduceMin", "min"),

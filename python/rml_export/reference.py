@@ -97,6 +97,8 @@ def _axes(attrs, rank):
 def run_op(op: str, inputs: Sequence[np.ndarray], attrs: Dict) -> np.ndarray:
     """Computes one rml op in NumPy. Inputs keep their dtype for data movement; arithmetic is done in f32."""
     x = inputs[0] if inputs else None
+    if op in ("neg", "abs") and x.dtype.kind in "iu":  # exporters' integer folding
+        return _UNARY[op](x)
     if op in _UNARY:
         return _f32(_UNARY[op](_f32(x)))
     if op == "gelu":

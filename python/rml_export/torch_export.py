@@ -340,9 +340,9 @@ def _pair(v):
 
 # -- elementwise ----------------------------------------------------------------------------------------------
 def _unary(op):
-    def lower(ctx, x, *args, **kwargs):
+    def lowering(ctx, x, *args, **kwargs):
         return ctx.op(op, x)
-    return lower
+    return lowering
 
 
 for _name in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "sin", "cos", "erf",
@@ -415,13 +415,13 @@ _modules(nn.Hardswish)(lambda ctx, m, path, x: ctx.op("mul", x, _hardsigmoid(ctx
 
 # -- binary and comparison ------------------------------------------------------------------------------------
 def _binary(op, swap=False):
-    def lower(ctx, a, b, *args, alpha=None, rounding_mode=None, **kwargs):
+    def lowering(ctx, a, b, *args, alpha=None, rounding_mode=None, **kwargs):
         if rounding_mode is not None:
             raise ExportError(f"division with rounding_mode={rounding_mode!r}")
         if alpha is not None and alpha != 1:
             b = ctx.op("mul", b, float(alpha))
         return ctx.op(op, b, a) if swap else ctx.op(op, a, b)
-    return lower
+    return lowering
 
 
 for _names, _op in ((("add", "__add__", "__iadd__"), "add"), (("sub", "__sub__", "__isub__"), "sub"),
@@ -517,10 +517,10 @@ def _dims(dim):
 
 
 def _reduction(op):
-    def lower(ctx, x, dim=None, keepdim=False, *args, dtype=None, **kwargs):
+    def lowering(ctx, x, dim=None, keepdim=False, *args, dtype=None, **kwargs):
         v = ctx.value(x)
         return ctx.op(op, v, axes=_dims(dim), keepdims=keepdim)
-    return lower
+    return lowering
 
 
 for _n, _op in (("mean", "mean"), ("sum", "sum"), ("amax", "max"), ("amin", "min")):
