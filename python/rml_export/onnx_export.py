@@ -42,6 +42,7 @@ class _Context:
     def __init__(self, builder: GraphBuilder, opset: int, allow_double: bool):
         self.b, self.opset, self.allow_double = builder, opset, allow_double
         self.node: Optional[onnx.NodeProto] = None
+        self.uses: Dict[str, int] = {}  # how many node inputs and graph outputs read each tensor name
 
     def op(self, op: str, *inputs, **attrs) -> Value:
         return self.b.op(op, [self.value(x) for x in inputs], **attrs)
@@ -363,6 +364,16 @@ def _batch_norm(ctx, x, scale, bias, mean, var, epsilon=1e-5, training_mode=0, *
     shape = [x.shape[1]] + [1] * (len(x.shape) - 2)
     factor = ctx.op("mul", ctx.op("rsqrt", ctx.op("add", var, float(epsilon))), scale)
     shift = ctx.op("sub", bias, ctx.op("mul", mean, factor))
+    conv = x.producer
+    if (conv is not None and conv.op == "conv2d" and ctx.uses[ctx.node.input[0]] == 1 and factor.is_const
+            and shift.is_const and all(v.is_const for v in conv.inputs[1:])):
+        # Fold into the convolution that only this node reads: w' = w * factor, b' = b * factor + shift.
+        w = conv.inputs[1]
+        conv.inputs[1] = ctx.op("mul", w, ctx.op("reshape", factor, shape=[-1] + [1] * (len(w.shape) - 1)))
+        conv_bias = conv.inputs[2] if len(conv.inputs) > 2 else None
+        folded = shift if conv_bias is None else ctx.op("add", ctx.op("mul", conv_bias, factor), shift)
+        conv.inputs[2:] = [folded]
+        return x
     return ctx.op("add", ctx.op("mul", x, ctx.op("reshape", factor, shape=shape)),
                   ctx.op("reshape", shift, shape=shape))
 
@@ -828,6 +839,11 @@ def from_onnx(model_or_path, stem=None, *, allow_double: bool = False,
     builder = GraphBuilder(graph.name, f"rml-export-onnx 0.1 (onnx {onnx.__version__}, opset {opset})")
     ctx = _Context(builder, opset, allow_double)
     env: Dict[str, Value] = {}
+    for node in graph.node:
+        for name in node.input:
+            ctx.uses[name] = ctx.uses.get(name, 0) + 1
+    for out in graph.output:
+        ctx.uses[out.name] = ctx.uses.get(out.name, 0) + 1
     for init in graph.initializer:
         data = numpy_helper.to_array(init)
         if data.dtype == np.float64 and not allow_double:

@@ -139,3 +139,19 @@ def test_dynamic_batch_export_with_given_shapes(tmp_path):
     with torch.no_grad():
         want = model(idx).numpy()
     assert np.max(np.abs(got - want)) <= 1e-4 * max(1.0, np.max(np.abs(want)))
+
+
+def test_batch_norm_after_conv_is_folded(tmp_path):
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    stats = [("s", rng.uniform(0.5, 1.5, 3)), ("b", rng.uniform(-1, 1, 3)), ("m", rng.uniform(-1, 1, 3)),
+             ("v", rng.uniform(0.5, 1.5, 3))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"], epsilon=1e-3)]
+    inits = [("w", w)] + [(n, a.astype(np.float32)) for n, a in stats]
+    graph, (y,) = run(model(nodes, [f32("x", [1, 2, 5, 5])], [f32("y", [1, 3, 5, 5])], inits), tmp_path, x)
+    assert [n["op"] for n in graph["nodes"]] == ["conv2d"]
+    s, b, m, v = (a.reshape(1, 3, 1, 1) for _, a in stats)
+    import torch
+    conv = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
+    assert np.allclose(y, (conv - m) / np.sqrt(v + 1e-3) * s + b, atol=1e-4)
