@@ -816,6 +816,9 @@ void define_graph(py::module_& m) {
       .def("outputs", [](const Node& n) { return unwrap(n.outputs()); })
       .def(
           "attrs", [](const Node& n) { return unwrap(n.def()).attrs; }, "The operator's attributes, as a dict.")
+      .def(
+          "device", [](const Node& n) { return unwrap(n.def()).device; },
+          "The device the operator runs on; InvalidArgumentError for a graph input.")
       .def("__eq__", [](const Node& a, const Node& b) { return a == b; })
       .def("__hash__", [](const Node& n) { return py::hash(py::make_tuple(n.index(), n.name())); })
       .def("__repr__", [](const Node& n) {

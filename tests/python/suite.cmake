@@ -16,7 +16,7 @@ set(_rml_py_env "PYTHONPATH=${_rml_py_path}" "PYTHONDONTWRITEBYTECODE=1" "OMP_NU
 set(_rml_py_examples "${PROJECT_SOURCE_DIR}/python/examples")
 
 foreach(example get_the_graphs side_by_side pipeline merge_into split_at_a_cut split_by_a_function extract
-                round_trip consumption across_devices)
+                round_trip consumption across_cpus across_devices)
   set(_exit 0)
   if(example STREQUAL "across_devices")
     set(_exit 3)  # no accelerator in this build: the program prints its BLOCKED line and exits with 3
