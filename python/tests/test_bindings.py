@@ -459,6 +459,24 @@ def test_optimize_merges_common_subexpressions():
 
 # ---- the exporters hand a graph straight to the bindings ----
 
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data", "zoo")
+
+
+@pytest.mark.parametrize("stem", ["mlp_b2", "cnn_b2", "transformer_b1", "gpt_b2", "cnn_b2_onnx"])
+def test_committed_zoo_models_run_like_their_pytorch_outputs(stem):
+    from rml_export.safetensors import read_safetensors
+
+    model = stem.removesuffix("_onnx")
+    reference, meta = read_safetensors(os.path.join(DATA, model + ".expected.safetensors"))
+    graph = rml.load_graph(os.path.join(DATA, stem))
+    graph.finalize()
+    inputs = [reference[f"input.{i}"] for i in range(len(graph.input_names()))]
+    outputs = graph.run(inputs)
+    for i, y in enumerate(outputs):
+        expected = reference[f"output.{i}"]
+        # The fixture's own tolerance: max abs error <= 1e-4 * max(1, max|output|).
+        assert np.abs(np.asarray(y) - expected).max() <= 1e-4 * max(1.0, np.abs(expected).max()), meta
+
 @pytest.mark.parametrize("name", ["mlp", "cnn"])
 def test_an_exported_zoo_model_runs_like_pytorch(tmp_path, name):
     torch = pytest.importorskip("torch") if not os.environ.get("RML_REQUIRE_BINDINGS") else __import__("torch")
