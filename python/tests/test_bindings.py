@@ -290,6 +290,14 @@ def test_weights_made_in_python_survive_a_save_and_a_serialization(tmp_path):
     np.testing.assert_allclose(np.asarray(again.run([X])[0]), X @ w + 1.0, rtol=1e-5)
 
 
+@pytest.mark.xfail(reason="trace names an inline constant's tensor 'const.<id>', which save_graph does not write "
+                          "for inline data, so the loaded graph differs in constants[0].tensor (reported)")
+def test_a_traced_graph_with_inline_constants_loads_back_structurally_equal(tmp_path):
+    graph = rml.trace(lambda i: [rml.add(i[0], 1.0)], [rml.TensorSpec("x", rml.float32, [2, 3])], "plus", ["y"]).graph
+    rml.save_graph(graph, tmp_path / "plus")
+    rml.assert_structural_equal(rml.load_graph(tmp_path / "plus"), graph)
+
+
 def test_graphs_and_tensors_pickle():
     graph = pickle.loads(pickle.dumps(traced_pool()))
     rml.assert_structural_equal(graph, traced_pool())
@@ -446,8 +454,6 @@ def test_optimize_drops_dead_code_and_identities():
     np.testing.assert_allclose(np.asarray(graph.run([X])[0]), np.maximum(X, 0))
 
 
-@pytest.mark.xfail(reason="rml::optimize: after CSE merges two identical relus the add reads an invalid value id "
-                          "(reported to the edit owner)", strict=False)
 def test_optimize_merges_common_subexpressions():
     def redundant(inputs):
         x, = inputs
@@ -455,6 +461,8 @@ def test_optimize_merges_common_subexpressions():
     graph = rml.trace(redundant, [rml.TensorSpec("x", rml.float32, [2, 3])], output_names=["y"]).graph
     graph.optimize()
     assert len(graph.find_nodes(rml.OpCode.Relu)) == 1 and len(graph.find_nodes(rml.OpCode.Add)) == 1
+    graph.finalize()
+    np.testing.assert_allclose(np.asarray(graph.run([X])[0]), 2 * np.maximum(X, 0))
 
 
 # ---- the exporters hand a graph straight to the bindings ----
