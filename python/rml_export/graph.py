@@ -192,9 +192,11 @@ class GraphBuilder:
         values, constants, tensors = [], [], []
         used_names = set()
         for v in ordered:
-            name = v.name
-            if not name or name in used_names:
-                name = f"v{v.id}" if v.kind != "param" else v.param_name
+            name = v.param_name if v.kind == "param" else v.name
+            if not name or name in used_names:  # unnamed, or a second value under one name
+                name = f"v{v.id}"
+                while name in used_names:
+                    name += "_"
             used_names.add(name)
             values.append({"name": name, "dtype": v.dtype, "shape": list(v.shape)})
             if v.is_const:
