@@ -22,6 +22,8 @@ from .ops import ExportError, normalize_axis
 MAX_OPSET = 17
 
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT}
+_NARROW_INT_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16}
+_COMPARISONS = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}
 _INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
               onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64}
 
@@ -43,6 +45,28 @@ class _Context:
         self.b, self.opset, self.allow_double = builder, opset, allow_double
         self.node: Optional[onnx.NodeProto] = None
         self.uses: Dict[str, int] = {}  # how many node inputs and graph outputs read each tensor name
+        # i32 values whose ONNX type has at most 16 bits (exact in f32), by id; holding them keeps the ids unique
+        self.narrow: Dict[int, Value] = {}
+
+    def selecting(self, inputs: Sequence[Value], compute) -> Value:
+        """Runs `compute` on f32 inputs for ops that only compare or select values (max, min, clip, max pool,
+        comparisons). Integer inputs qualify when their ONNX type has at most 16 bits, or they are constants that
+        f32 holds exactly; an integer result is cast back to i32."""
+        if all(v.dtype == "f32" for v in inputs):
+            return compute(list(inputs))
+        converted = []
+        for v in inputs:
+            exact = v.dtype == "f32" or id(v) in self.narrow or (
+                v.is_const and (np.asarray(v.data).size == 0 or np.max(np.abs(np.asarray(v.data))) < 2**24))
+            if not exact:
+                raise ExportError(f"integer {self.node.op_type} (rml arithmetic is f32; only integers of at most "
+                                  f"16 bits are compared exactly through it)")
+            converted.append(self.to_f32(v))
+        y = compute(converted)
+        if any(v.dtype == "i32" for v in inputs) and self.node.op_type not in _COMPARISONS:
+            y = self.op("cast", y, to="i32")
+            self.narrow[id(y)] = y
+        return y
 
     def op(self, op: str, *inputs, **attrs) -> Value:
         return self.b.op(op, [self.value(x) for x in inputs], **attrs)
@@ -174,12 +198,17 @@ def _prelu(ctx, x, slope, **a):
 def _clip(ctx, x, lo=None, hi=None, min=None, max=None, **a):
     lo = lo if lo is not None else (None if min is None else ctx.b.scalar(min))
     hi = hi if hi is not None else (None if max is None else ctx.b.scalar(max))
-    if lo is not None:  # a constant lower bound of 0 is a relu, which executors fuse into the producing kernel
-        zero = lo.is_const and lo.data.size == 1 and float(lo.data.reshape(-1)[0]) == 0.0
-        x = ctx.op("relu", x) if zero else ctx.op("maximum", x, lo)
-    if hi is not None:
-        x = ctx.op("minimum", x, hi)
-    return x
+    bounds = [v for v in (lo, hi) if v is not None]
+
+    def clip(xs):
+        y, rest = xs[0], xs[1:]
+        if lo is not None:  # a constant lower bound of 0 is a relu, which executors fuse into the producing kernel
+            low, rest = rest[0], rest[1:]
+            zero = low.is_const and low.data.size == 1 and float(low.data.reshape(-1)[0]) == 0.0
+            y = ctx.op("relu", y) if zero else ctx.op("maximum", y, low)
+        return ctx.op("minimum", y, rest[0]) if hi is not None else y
+
+    return ctx.selecting([x] + bounds, clip)
 
 
 def _binary(op):
@@ -187,6 +216,8 @@ def _binary(op):
         if attrs.get("broadcast") == 1 and "axis" in attrs:
             raise ExportError("legacy broadcast with axis")
         if a.dtype == "i32" and b.dtype == "i32" and not (a.is_const and b.is_const):
+            if op in ("maximum", "minimum", "equal", "less", "greater"):
+                return ctx.selecting([a, b], lambda xs: ctx.op(op, *xs))
             raise ExportError(f"integer {ctx.node.op_type} (rml arithmetic is f32)")
         return ctx.op(op, a, b)
     return lowering
@@ -346,7 +377,8 @@ def _pool(ctx, x, **a):
         raise ExportError("pooling with dilations")
     ceiled = _pool_pads_ceil(x4, kernel, strides, pads, dilations, a.get("ceil_mode", 0))
     if is_max:
-        return restore(ctx.op("max_pool2d", x4, kernel=kernel, strides=strides, pads=ceiled))
+        return restore(ctx.selecting([x4], lambda xs: ctx.op("max_pool2d", xs[0], kernel=kernel, strides=strides,
+                                                              pads=ceiled)))
     extra = [ceiled[2] - pads[2], ceiled[3] - pads[3]]
     return restore(lower.avg_pool(ctx.b, x4, kernel, strides, pads, bool(a.get("count_include_pad", 0)), extra))
 
@@ -867,6 +899,8 @@ def from_onnx(model_or_path, stem=None, *, allow_double: bool = False,
                 dims.append(d.dim_value)
         env[inp.name] = builder.input(inp.name, rml_dtype_of_onnx(t.elem_type, allow_double, f"input '{inp.name}'"),
                                       dims)
+        if t.elem_type in _NARROW_INT_TYPES:
+            ctx.narrow[id(env[inp.name])] = env[inp.name]
     for i, node in enumerate(graph.node):
         label = node.name or f"#{i}"
         if node.domain not in ("", "ai.onnx"):
