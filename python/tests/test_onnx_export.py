@@ -155,3 +155,18 @@ def test_batch_norm_after_conv_is_folded(tmp_path):
     import torch
     conv = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
     assert np.allclose(y, (conv - m) / np.sqrt(v + 1e-3) * s + b, atol=1e-4)
+
+
+def test_integer_selection_is_exact_only_for_narrow_types(tmp_path):
+    def graph_for(elem):
+        info = [helper.make_tensor_value_info(n, elem, [4]) for n in ("a", "b")]
+        return model([helper.make_node("Max", ["a", "b"], ["y"])], info,
+                     [helper.make_tensor_value_info("y", elem, [4])])
+
+    a = np.array([0, 200, 17, 255], np.int32)
+    b = np.array([3, 100, 18, 254], np.int32)
+    graph, (y,) = run(graph_for(TensorProto.UINT8), tmp_path, a, b)
+    assert [n["op"] for n in graph["nodes"]] == ["cast", "cast", "maximum", "cast"]
+    assert y.dtype == np.int32 and y.tolist() == [3, 200, 18, 255]
+    with pytest.raises(ExportError, match="integer Max"):
+        from_onnx(graph_for(TensorProto.INT32))
