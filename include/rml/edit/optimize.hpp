@@ -169,7 +169,8 @@ inline bool fold_constants(GraphDef& def, const ExecHooks* hooks) {
       c.value = v;
       c.data = std::move((*out)[o]);
       c.inline_data = c.data.numel() <= 16;
-      c.tensor = "folded." + (n.name.empty() ? op_display_name(def, i) : n.name) + "." + std::to_string(o);
+      if (!c.inline_data)  // inline data has no stored name
+        c.tensor = "folded." + (n.name.empty() ? op_display_name(def, i) : n.name) + "." + std::to_string(o);
       src[v] = {ValueSource::Kind::constant, static_cast<std::uint32_t>(def.constants.size()), 0};
       def.constants.push_back(std::move(c));
     }

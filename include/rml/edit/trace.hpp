@@ -92,9 +92,9 @@ inline std::vector<Tensor> apply_op(std::string_view op, std::span<const Tensor>
     def.values.push_back({"", t.type()});
     ConstantDef c;
     c.value = id;
-    c.tensor = "const." + std::to_string(id);
     c.data = t;
     c.inline_data = t.numel() <= 16;
+    if (!c.inline_data) c.tensor = "const." + std::to_string(id);  // inline data has no stored name
     def.constants.push_back(std::move(c));
     node.inputs.push_back(id);
   }
