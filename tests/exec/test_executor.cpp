@@ -36,6 +36,23 @@ void* operator new(std::size_t n) { return counted(n, 0); }
 void* operator new[](std::size_t n) { return counted(n, 0); }
 void* operator new(std::size_t n, std::align_val_t a) { return counted(n, static_cast<std::size_t>(a)); }
 void* operator new[](std::size_t n, std::align_val_t a) { return counted(n, static_cast<std::size_t>(a)); }
+// The nothrow forms too, so every new pairs with the delete below (simdjson uses new (nothrow)[]).
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try { return counted(n, 0); } catch (...) { return nullptr; }
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  try { return counted(n, 0); } catch (...) { return nullptr; }
+}
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try { return counted(n, static_cast<std::size_t>(a)); } catch (...) { return nullptr; }
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try { return counted(n, static_cast<std::size_t>(a)); } catch (...) { return nullptr; }
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
@@ -232,6 +249,58 @@ TEST_CASE("a constant matmul with bias and relu over several packed blocks match
         want = std::max(want, 0.0);
         if (std::abs(y[static_cast<std::size_t>(i * n + j)] - want) > 1e-5 * std::sqrt(double(k)) * (1 + std::abs(want)))
           ++bad;
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("conv2d over several im2col tiles, with fused relu, matches a plain loop") {
+  // 16 900 output positions of 18 im2col rows: more than one tile, so tiles split over threads.
+  const std::int64_t c = 2, h = 130, w = 130, o = 3;
+  auto values = [](std::int64_t count, unsigned seed) {
+    std::vector<float> v(static_cast<std::size_t>(count));
+    for (float& x : v) x = static_cast<float>((seed = seed * 1103515245u + 12345u) >> 9) / 8388608.0f - 0.5f;
+    return v;
+  };
+  const auto x = values(c * h * w, 7), wt = values(o * c * 9, 8), bias = values(o, 9);
+  GraphDef g;
+  g.values = {{"x", f32({1, c, h, w})}, {"w", f32({o, c, 3, 3})}, {"b", f32({o})}, {"", f32({1, o, h, w})},
+              {"y", f32({1, o, h, w})}};
+  g.inputs = {0};
+  g.outputs = {4};
+  g.constants = {{1, "", Tensor::from_vector(wt, Shape{o, c, 3, 3}), false},
+                 {2, "", Tensor::from_vector(bias, Shape{o}), false}};
+  NodeDef conv;
+  conv.op = "conv2d";
+  conv.inputs = {0, 1, 2};
+  conv.outputs = {3};
+  conv.attrs["pads"] = std::vector<std::int64_t>{1, 1, 1, 1};
+  NodeDef relu;
+  relu.op = "relu";
+  relu.inputs = {3};
+  relu.outputs = {4};
+  g.nodes = {conv, relu};
+  auto at = [&](std::int64_t ci, std::int64_t iy, std::int64_t ix) -> double {
+    if (iy < 0 || iy >= h || ix < 0 || ix >= w) return 0.0;
+    return x[static_cast<std::size_t>((ci * h + iy) * w + ix)];
+  };
+  for (int threads : {1, 2}) {
+    auto exec = Executor::create(Graph(g), {threads}).value();
+    CHECK(exec.step_count() == 1);
+    const auto y = exec.run({Tensor::from_vector(x, Shape{1, c, h, w})}).value()[0].to_vector<float>();
+    int bad = 0;
+    for (std::int64_t oc = 0; oc < o; ++oc) {
+      for (std::int64_t oy = 0; oy < h; ++oy) {
+        for (std::int64_t ox = 0; ox < w; ++ox) {
+          double want = bias[static_cast<std::size_t>(oc)];
+          for (std::int64_t ci = 0; ci < c; ++ci)
+            for (std::int64_t ky = 0; ky < 3; ++ky)
+              for (std::int64_t kx = 0; kx < 3; ++kx)
+                want += at(ci, oy + ky - 1, ox + kx - 1) * wt[static_cast<std::size_t>(((oc * c + ci) * 3 + ky) * 3 + kx)];
+          want = std::max(want, 0.0);
+          if (std::abs(y[static_cast<std::size_t>((oc * h + oy) * w + ox)] - want) > 1e-5 * (1 + std::abs(want))) ++bad;
+        }
       }
     }
     CHECK(bad == 0);

@@ -238,7 +238,7 @@ class ProgramBuilder {
       s.inputs = node.inputs;
       s.output = node.outputs[0];
       s.first_node = i;
-      s.scratch_bytes = scratch_bytes(s.kernel);
+      s.scratch_bytes = scratch_bytes(s.kernel, threads_);
       const OpCode op = s.kernel.op;
       // reshape and copy of an intermediate that is not itself an output: no step, an alias.
       if ((op == OpCode::Reshape || op == OpCode::Copy) && !is_output_[s.output]) {

@@ -81,9 +81,9 @@ inline KernelFn find_kernel(const Kernel& k) noexcept {
   return kernel_table[static_cast<std::size_t>(k.op)][static_cast<std::size_t>(k.dtype)];
 }
 
-/// Scratch bytes a kernel needs beyond its inputs and outputs.
-inline std::size_t scratch_bytes(const Kernel& k) noexcept {
-  if (k.op == OpCode::Conv2d) return conv_scratch_bytes(k.as<Conv2dPlan>());
+/// Scratch bytes a kernel needs beyond its inputs and outputs when run on `threads` threads.
+inline std::size_t scratch_bytes(const Kernel& k, int threads) noexcept {
+  if (k.op == OpCode::Conv2d) return conv_scratch_bytes(k.as<Conv2dPlan>(), threads);
   return 0;
 }
 

@@ -405,6 +405,13 @@ def graph_cases():
     c.output(d)  # the same value twice
     c.write()
 
+    c = Case("constant_output", ELEMENTWISE)
+    x = c.input(randn(3), "x")
+    k = c.const(randn(2, 2))
+    c.output(k)  # a stored constant as an output
+    c.output(c.node("relu", [x], f32(np.maximum(c.arrays[x], 0))))
+    c.write()
+
 
 def main():
     for name in os.listdir(HERE):

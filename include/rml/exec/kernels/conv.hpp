@@ -33,35 +33,48 @@ inline bool conv_is_pointwise(const Conv2dPlan& p) noexcept {
 }
 inline bool conv_is_depthwise(const Conv2dPlan& p) noexcept { return p.cg == 1 && p.og == 1; }
 
-/// Scratch bytes conv2d needs: one im2col matrix [cg * kh * kw, oh * ow].
-inline std::size_t conv_scratch_bytes(const Conv2dPlan& p) noexcept {
-  if (conv_is_pointwise(p) || conv_is_depthwise(p)) return 0;
-  return static_cast<std::size_t>(p.cg * p.kh * p.kw * p.oh * p.ow) * sizeof(float);
+/// Output positions per im2col tile: the tile's [cg * kh * kw, tile] columns stay near 1 MiB, so
+/// they are still in cache when the GEMM reads them.
+inline std::int64_t conv_tile(const Conv2dPlan& p) noexcept {
+  const std::int64_t kdim = std::max<std::int64_t>(p.cg * p.kh * p.kw, 1);
+  const std::int64_t t = std::max<std::int64_t>(64, ((std::int64_t{1} << 18) / kdim) / 16 * 16);
+  return std::min(t, std::max<std::int64_t>(p.oh * p.ow, 1));
 }
 
-/// col[(ci * kh + ky) * kw + kx][oy * ow + ox] = x[ci][iy][ix], 0 in the padding; rows [r0, r1).
-inline void im2col(const Conv2dPlan& p, const float* x, float* col, std::int64_t r0, std::int64_t r1) {
-  const std::int64_t plane = p.oh * p.ow;
-  for (std::int64_t r = r0; r < r1; ++r) {
+/// Scratch bytes conv2d needs: one im2col tile per thread.
+inline std::size_t conv_scratch_bytes(const Conv2dPlan& p, int threads) noexcept {
+  if (conv_is_pointwise(p) || conv_is_depthwise(p)) return 0;
+  const auto per_tile = static_cast<std::size_t>(p.cg * p.kh * p.kw * conv_tile(p)) * sizeof(float);
+  return per_tile * static_cast<std::size_t>(std::max(threads, 1));
+}
+
+/// Columns [p0, p1) of the im2col matrix of one group's input `x`, into `col` (row stride p1 - p0):
+/// col[(ci * kh + ky) * kw + kx][p - p0] = x[ci][iy][ix] at output position p, 0 in the padding.
+inline void im2col(const Conv2dPlan& p, const float* x, float* col, std::int64_t p0, std::int64_t p1) {
+  const std::int64_t rows = p.cg * p.kh * p.kw, len = p1 - p0;
+  for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t kx = r % p.kw, ky = (r / p.kw) % p.kh, ci = r / (p.kw * p.kh);
-    float* dst = col + r * plane;
     const std::int64_t shift_x = kx * p.dilation_w - p.pad_left;
     const ValidRange vx = valid_outputs(p.ow, p.stride_w, shift_x, p.w);
-    for (std::int64_t oy = 0; oy < p.oh; ++oy) {
-      float* d = dst + oy * p.ow;
+    for (std::int64_t oy = p0 / p.ow; oy * p.ow < p1; ++oy) {
+      // The part of output row oy inside [p0, p1), as ox in [a, b); d[j] is ox = a + j.
+      const std::int64_t base = oy * p.ow;
+      const std::int64_t a = std::max(p0 - base, std::int64_t{0}), b = std::min(p1 - base, p.ow);
+      float* d = col + r * len + (base + a - p0);
       const std::int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
       if (iy < 0 || iy >= p.h) {
-        std::fill(d, d + p.ow, 0.0f);
+        std::fill(d, d + (b - a), 0.0f);
         continue;
       }
-      const float* src = x + (ci * p.h + iy) * p.w + shift_x;
-      std::fill(d, d + vx.begin, 0.0f);
+      const float* row = x + (ci * p.h + iy) * p.w;  // input x at ox: row[ox * stride_w + shift_x]
+      const std::int64_t va = std::clamp(vx.begin, a, b), vb = std::clamp(vx.end, va, b);
+      std::fill(d, d + (va - a), 0.0f);
       if (p.stride_w == 1) {
-        std::copy(src + vx.begin, src + vx.end, d + vx.begin);
+        std::copy(row + va + shift_x, row + vb + shift_x, d + (va - a));
       } else {
-        for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) d[ox] = src[ox * p.stride_w];
+        for (std::int64_t ox = va; ox < vb; ++ox) d[ox - a] = row[ox * p.stride_w + shift_x];
       }
-      std::fill(d + vx.end, d + p.ow, 0.0f);
+      std::fill(d + (vb - a), d + (b - a), 0.0f);
     }
   }
 }
@@ -76,12 +89,12 @@ inline void depthwise_plane(const Conv2dPlan& p, const float* x, const float* w,
       const ValidRange vx = valid_outputs(p.ow, p.stride_w, shift_x, p.w);
       const ValidRange vy = valid_outputs(p.oh, p.stride_h, ky * p.dilation_h - p.pad_top, p.h);
       for (std::int64_t oy = vy.begin; oy < vy.end; ++oy) {
-        const float* src = x + (oy * p.stride_h - p.pad_top + ky * p.dilation_h) * p.w + shift_x;
+        const float* row = x + (oy * p.stride_h - p.pad_top + ky * p.dilation_h) * p.w;
         float* dst = y + oy * p.ow;
         if (p.stride_w == 1) {
-          for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * src[ox];
+          for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * row[ox + shift_x];
         } else {
-          for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * src[ox * p.stride_w];
+          for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * row[ox * p.stride_w + shift_x];
         }
       }
     }
@@ -110,19 +123,33 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
     });
     return {};
   }
-  const bool pointwise = conv_is_pointwise(p);
-  float* col = reinterpret_cast<float*>(args.scratch);
+  const std::int64_t threads = args.pool ? args.pool->threads() : 1;
+  const std::int64_t tile = conv_tile(p), tiles = (plane_out + tile - 1) / tile;
   for (std::int64_t n = 0; n < p.n; ++n) {
     for (std::int64_t g = 0; g < p.groups; ++g) {
       const float* xg = x + (n * p.c + g * p.cg) * plane_in;
-      const float* rhs = xg;
-      if (!pointwise) {
-        parallel_ranges(args.pool, kdim, 8, [&](std::int64_t r0, std::int64_t r1) { im2col(p, xg, col, r0, r1); });
-        rhs = col;
+      const float* wg = w + g * p.og * kdim;
+      float* yg = y + (n * p.o + g * p.og) * plane_out;
+      const Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain};
+      if (conv_is_pointwise(p)) {
+        gemm(wg, xg, yg, p.og, kdim, plane_out, plane_out, args.pool, &eg, BiasAlong::rows);
+        continue;
       }
-      Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain};
-      gemm(w + g * p.og * kdim, rhs, y + (n * p.o + g * p.og) * plane_out, p.og, kdim, plane_out, args.pool, &eg,
-           BiasAlong::rows);
+      // Tiles of output positions: im2col one tile, multiply, move on. With enough tiles each
+      // thread takes its own (and its own scratch); otherwise the GEMM splits over the threads.
+      const bool by_tiles = tiles >= threads;
+      const std::int64_t parts = by_tiles ? std::min(tiles, threads) : 1;
+      const auto run_part = [&](std::int64_t part) {
+        float* col = reinterpret_cast<float*>(args.scratch) + part * kdim * tile;
+        for (std::int64_t t = tiles * part / parts; t < tiles * (part + 1) / parts; ++t) {
+          const std::int64_t p0 = t * tile, p1 = std::min(plane_out, p0 + tile);
+          im2col(p, xg, col, p0, p1);
+          gemm(wg, col, yg + p0, p.og, kdim, p1 - p0, plane_out, by_tiles ? nullptr : args.pool, &eg,
+               BiasAlong::rows);
+        }
+      };
+      if (parts > 1) args.pool->parallel_for(parts, run_part);
+      else run_part(0);
     }
   }
   return {};

@@ -34,16 +34,17 @@ inline void apply_epilogue(const Epilogue& e, BiasAlong along, float* c, std::in
 /// Up to this many rows, matmul runs as one GEMV per row.
 inline constexpr std::int64_t kGemvRows = 4;
 
-/// C[m, n] = A[m, k] @ B[k, n], all row-major and contiguous, then the epilogue.
+/// C[m, n] = A[m, k] @ B[k, n], row-major (A and B contiguous, C with row stride `ldc`), then
+/// the epilogue.
 inline void gemm(const float* a, const float* b, float* c, std::int64_t m, std::int64_t k, std::int64_t n,
-                 const ThreadPool* pool, const Epilogue* epi, BiasAlong along) {
+                 std::int64_t ldc, const ThreadPool* pool, const Epilogue* epi, BiasAlong along) {
   using Stride = Eigen::OuterStride<>;
   using ConstBlock = Eigen::Map<const RowMatrix, 0, Stride>;
   using Block = Eigen::Map<RowMatrix, 0, Stride>;
   if (m == 0 || n == 0) return;
   const bool has_epilogue = epi && !epi->empty();
   const auto block = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
-    Block out(c + r0 * n + c0, r1 - r0, c1 - c0, Stride(n));
+    Block out(c + r0 * ldc + c0, r1 - r0, c1 - c0, Stride(ldc));
     if (k == 0) {
       out.setZero();
     } else {
@@ -57,7 +58,7 @@ inline void gemm(const float* a, const float* b, float* c, std::int64_t m, std::
         out.noalias() = lhs * rhs;
       }
     }
-    if (has_epilogue) apply_epilogue(*epi, along, c, n, r0, r1, c0, c1);
+    if (has_epilogue) apply_epilogue(*epi, along, c, ldc, r0, r1, c0, c1);
   };
   // Enough work per part to pay for a hand-off; split the longer side.
   const std::int64_t flops = m * n * std::max<std::int64_t>(k, 1);
@@ -184,7 +185,7 @@ Status matmul_kernel(const Kernel& kernel, const KernelArgs& args) {
   for (std::int64_t d : p.batch_dims) batches *= d;
   const auto one = [&](std::int64_t i, const ThreadPool* pool) {
     gemm(a + batch_offset(i, p.batch_dims, p.a_batch_strides), b + batch_offset(i, p.batch_dims, p.b_batch_strides),
-         c + i * p.m * p.n, p.m, p.k, p.n, pool, args.epilogue, BiasAlong::columns);
+         c + i * p.m * p.n, p.m, p.k, p.n, p.n, pool, args.epilogue, BiasAlong::columns);
   };
   const std::int64_t threads = args.pool ? args.pool->threads() : 1;
   if (batches >= threads && threads > 1) {
