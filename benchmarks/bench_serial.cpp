@@ -18,7 +18,7 @@
 
 namespace {
 
-constexpr double reference_serialize = 2.0e6;    // nodes/s, the reference guide's figure
+constexpr double reference_serialize = 2.0e6;     // nodes/s, the reference guide's figure
 constexpr double reference_deserialize = 1.25e6;  // nodes/s
 
 const rml::Graph& graph_of(int nodes) {

@@ -87,12 +87,11 @@ TEST_CASE("wrong types are named by their path") {
               "nodes[1].inputs: expected an array, found an integer");
   check_error(read_status<GraphDef>(graph_with_inputs([](Packer& pk, auto&) { pk.pack_array(1).pack(-1); })),
               Code::data_loss, "nodes[1].inputs[0]: -1 is out of range for uint32");
-  check_error(read_status<GraphDef>(graph_with_inputs([](Packer& pk, auto&) {
-                pk.pack_array(1).pack(std::uint64_t{1} << 40);
-              })),
+  check_error(read_status<GraphDef>(
+                  graph_with_inputs([](Packer& pk, auto&) { pk.pack_array(1).pack(std::uint64_t{1} << 40); })),
               Code::data_loss, "nodes[1].inputs[0]: 1099511627776 is out of range for uint32");
-  check_error(read_status<GraphDef>(document("GraphDef", [](Packer& pk, auto&) { pk.pack_array(0); })),
-              Code::data_loss, "<root>: expected a map (struct), found an array");
+  check_error(read_status<GraphDef>(document("GraphDef", [](Packer& pk, auto&) { pk.pack_array(0); })), Code::data_loss,
+              "<root>: expected a map (struct), found an array");
   check_error(read_status<GraphDef>(document("GraphDef",
                                              [](Packer& pk, auto&) {
                                                pk.pack_map(1).pack("values").pack_array(1).pack_map(1).pack("type");
@@ -111,10 +110,8 @@ TEST_CASE("wrong types are named by their path") {
                                                pk.pack_map(1).pack("eps").pack_array(2).pack(1).pack("x");
                                              })),
               Code::data_loss, "nodes[0].attrs[\"eps\"]: expected a float, found a string");
-  check_error(read_status<GraphDef>(document("GraphDef",
-                                             [](Packer& pk, auto&) {
-                                               pk.pack_map(2).pack("name").pack("a").pack("name").pack("b");
-                                             })),
+  check_error(read_status<GraphDef>(document(
+                  "GraphDef", [](Packer& pk, auto&) { pk.pack_map(2).pack("name").pack("a").pack("name").pack("b"); })),
               Code::data_loss, "field \"name\" appears twice");
   check_error(read_status<GraphDef>(document("GraphDef",
                                              [](Packer& pk, auto&) {
@@ -217,8 +214,9 @@ TEST_CASE("refs must name an earlier object of the right type; ids come in seque
   check_error(read_status<Pair>(pair(ref(1), point(1))), Code::data_loss, "a: ref 1 names no earlier object");
   check_error(read_status<Pair>(pair(point(0), point(0))), Code::data_loss, "b: object id 0 is used twice");
   check_error(read_status<Pair>(pair(point(3), ref(3))), Code::data_loss, "a: object id 3 is out of sequence");
-  check_error(read_status<Pair>(pair(point(0), [](Packer& pk) { pk.pack_map(2).pack("ref").pack(0).pack("x").pack(1); })),
-              Code::data_loss, "b: a {\"ref\": n} map has other keys");
+  check_error(
+      read_status<Pair>(pair(point(0), [](Packer& pk) { pk.pack_map(2).pack("ref").pack(0).pack("x").pack(1); })),
+      Code::data_loss, "b: a {\"ref\": n} map has other keys");
   check_error(read_status<Pair>(pair([](Packer& pk) { pk.pack(7); }, ref(0))), Code::data_loss,
               "a: expected a shared object (map) or nil, found an integer");
 
@@ -229,7 +227,8 @@ TEST_CASE("refs must name an earlier object of the right type; ids come in seque
     pk.pack("tensor").pack_map(3).pack("dtype").pack(0).pack("shape").pack_array(0);
     pk.pack("data").pack_map(1).pack("ref").pack(0);
   });
-  check_error(read_status<Everything>(everything), Code::data_loss, "tensor.data: ref 0 names a Point, not tensor data");
+  check_error(read_status<Everything>(everything), Code::data_loss,
+              "tensor.data: ref 0 names a Point, not tensor data");
 }
 
 TEST_CASE("tensors must hold exactly dtype x shape bytes") {
@@ -249,10 +248,10 @@ TEST_CASE("tensors must hold exactly dtype x shape bytes") {
   check_error(read_status<Everything>(tensor(0, {-1}, 0)), Code::data_loss, "tensor: invalid tensor shape [-1]");
   check_error(read_status<Everything>(tensor(0, {1LL << 62, 1LL << 62}, 0)), Code::data_loss,
               "tensor: invalid tensor shape");
-  check_error(read_status<Everything>(tensor(2, {1}, 4)), Code::data_loss, "tensor.dtype: enum value 2 is out of range");
-  check_error(read_status<Everything>(document("Everything",
-                                               [](Packer& pk, auto&) {
-                                                 pk.pack_map(1).pack("tensor").pack_map(1).pack("dtype").pack(0);
-                                               })),
-              Code::data_loss, "tensor: a tensor needs \"dtype\", \"shape\" and \"data\"");
+  check_error(read_status<Everything>(tensor(2, {1}, 4)), Code::data_loss,
+              "tensor.dtype: enum value 2 is out of range");
+  check_error(
+      read_status<Everything>(document(
+          "Everything", [](Packer& pk, auto&) { pk.pack_map(1).pack("tensor").pack_map(1).pack("dtype").pack(0); })),
+      Code::data_loss, "tensor: a tensor needs \"dtype\", \"shape\" and \"data\"");
 }

@@ -44,8 +44,8 @@ struct GraphDef {
   std::vector<ConstantDef> constants;
   std::vector<NodeDef> nodes;
   static constexpr auto fields() {
-    return std::tuple{field("name", &GraphDef::name),       field("values", &GraphDef::values),
-                      field("inputs", &GraphDef::inputs),   field("outputs", &GraphDef::outputs),
+    return std::tuple{field("name", &GraphDef::name),           field("values", &GraphDef::values),
+                      field("inputs", &GraphDef::inputs),       field("outputs", &GraphDef::outputs),
                       field("constants", &GraphDef::constants), field("nodes", &GraphDef::nodes)};
   }
 };

@@ -88,7 +88,6 @@ TEST_CASE("the MessagePack document is smaller than the rml-graph JSON, weights 
     REQUIRE(save_graph(g, stem).ok());
     const auto json_size = fs::file_size(stem.string() + ".json");
     const auto msgpack_size = serialize(g).size() - weight_bytes(g.def());
-    CHECK_MESSAGE(msgpack_size < json_size, name, ": ", msgpack_size, " bytes of MessagePack, ", json_size,
-                  " of JSON");
+    CHECK_MESSAGE(msgpack_size < json_size, name, ": ", msgpack_size, " bytes of MessagePack, ", json_size, " of JSON");
   }
 }

@@ -56,8 +56,12 @@ TEST_CASE("every field kind round-trips") {
   e.blob = {0, 1, 2, 255};
   e.bits = {true, false, true};
   e.origin = Origin{"layers.2", "model.py", 41};
-  e.attrs = {{"i", std::int64_t{-7}}, {"d", 2.5}, {"b", false}, {"s", std::string("tanh")},
-             {"li", std::vector<std::int64_t>{1, -2, 1LL << 40}}, {"ld", std::vector<double>{}}};
+  e.attrs = {{"i", std::int64_t{-7}},
+             {"d", 2.5},
+             {"b", false},
+             {"s", std::string("tanh")},
+             {"li", std::vector<std::int64_t>{1, -2, 1LL << 40}},
+             {"ld", std::vector<double>{}}};
   e.table = {{-1, {1.0, 2.0}}, {70000, {}}};
   e.tensor = Tensor::from_vector<std::int32_t>({1, -2, 3, 1 << 30, -(1 << 30), 0}, {2, 3});
   e.point = std::make_shared<Point>(Point{3, -4});

@@ -32,7 +32,9 @@ struct Pair {
 struct Link {
   std::int64_t value = 0;
   std::shared_ptr<Link> next;
-  static constexpr auto fields() { return std::tuple{rml::field("value", &Link::value), rml::field("next", &Link::next)}; }
+  static constexpr auto fields() {
+    return std::tuple{rml::field("value", &Link::value), rml::field("next", &Link::next)};
+  }
 };
 
 // A small polymorphic expression tree, restored through the registry.
@@ -43,7 +45,9 @@ struct Expr {
 };
 struct Const : Expr {
   double value = 0;
-  static constexpr auto fields() { return std::tuple_cat(Expr::fields(), std::tuple{rml::field("value", &Const::value)}); }
+  static constexpr auto fields() {
+    return std::tuple_cat(Expr::fields(), std::tuple{rml::field("value", &Const::value)});
+  }
 };
 struct Add : Expr {
   std::shared_ptr<Expr> lhs;
@@ -104,12 +108,16 @@ namespace v1 {
 struct Layer {
   std::string name;
   std::int64_t width = 0;
-  static constexpr auto fields() { return std::tuple{rml::field("name", &Layer::name), rml::field("width", &Layer::width)}; }
+  static constexpr auto fields() {
+    return std::tuple{rml::field("name", &Layer::name), rml::field("width", &Layer::width)};
+  }
 };
 struct Model {
   std::string name;
   std::vector<Layer> layers;
-  static constexpr auto fields() { return std::tuple{rml::field("name", &Model::name), rml::field("layers", &Model::layers)}; }
+  static constexpr auto fields() {
+    return std::tuple{rml::field("name", &Model::name), rml::field("layers", &Model::layers)};
+  }
 };
 }  // namespace v1
 
@@ -142,8 +150,8 @@ inline rml::GraphDef sample_graph(bool tied = true) {
   GraphDef g;
   g.name = "sample";
   g.producer = "rml tests";
-  g.values = {{"x", {DType::f32, {2, 4}}},   {"w", {DType::f32, {4, 4}}},  {"w_tied", {DType::f32, {4, 4}}},
-              {"h", {DType::f32, {2, 4}}},   {"h2", {DType::f32, {2, 4}}}, {"idx", {DType::i32, {3}}},
+  g.values = {{"x", {DType::f32, {2, 4}}}, {"w", {DType::f32, {4, 4}}},  {"w_tied", {DType::f32, {4, 4}}},
+              {"h", {DType::f32, {2, 4}}}, {"h2", {DType::f32, {2, 4}}}, {"idx", {DType::i32, {3}}},
               {"y", {DType::f32, {2, 4}}}};
   g.inputs = {0};
   g.outputs = {6};
@@ -170,8 +178,11 @@ inline rml::GraphDef sample_graph(bool tied = true) {
   act.op = "gelu";
   act.inputs = {4};
   act.outputs = {6};
-  act.attrs = {{"approximate", std::string("tanh")}, {"axis", std::int64_t{-1}},  {"eps", 1e-5},
-               {"keepdims", true},                   {"perm", std::vector<std::int64_t>{1, 0}},
+  act.attrs = {{"approximate", std::string("tanh")},
+               {"axis", std::int64_t{-1}},
+               {"eps", 1e-5},
+               {"keepdims", true},
+               {"perm", std::vector<std::int64_t>{1, 0}},
                {"scales", std::vector<double>{0.5, -2.25}}};
   g.nodes = {mm, mm2, act};
   g.metadata = {{"license", "MIT"}, {"source", "hand-built"}};

@@ -86,8 +86,10 @@ void debug_print(std::string& out, const T& v) {
     }
     out += ']';
   } else if constexpr (is_optional<T>::value) {
-    if (v) debug_print(out, *v);
-    else out += "null";
+    if (v)
+      debug_print(out, *v);
+    else
+      out += "null";
   } else if constexpr (is_map<T>::value) {
     out += '{';
     bool first = true;
@@ -100,8 +102,10 @@ void debug_print(std::string& out, const T& v) {
     }
     out += '}';
   } else if constexpr (is_shared_ptr<T>::value) {
-    if (v) debug_print(out, *v);
-    else out += "null";
+    if (v)
+      debug_print(out, *v);
+    else
+      out += "null";
   } else if constexpr (is_variant<T>::value) {
     std::visit([&](const auto& x) { debug_print(out, x); }, v);
   } else {
@@ -167,7 +171,8 @@ class EqualContext {
   bool same_name(const std::type_info& owner, const std::string& a, const std::string& b) {
     if (a.empty() || b.empty()) {
       if (a.empty() && b.empty()) return true;
-      return differ_lazy([&] { return short_repr(a) + " != " + short_repr(b) + " (an empty name matches only itself)"; });
+      return differ_lazy(
+          [&] { return short_repr(a) + " != " + short_repr(b) + " (an empty name matches only itself)"; });
     }
     Renaming& r = renamings_[std::type_index(owner)];
     const std::string& a_maps_to = r.forward.try_emplace(a, b).first->second;
@@ -255,12 +260,13 @@ bool equal_at(const T& a, const T& b, EqualContext& ctx) {
   } else if constexpr (Reflected<T>) {
     return equal_struct(a, b, ctx, false);
   } else if constexpr (is_vector<T>::value) {
-    if (a.size() != b.size())
-      return ctx.differ("size " + std::to_string(a.size()) + " != " + std::to_string(b.size()));
+    if (a.size() != b.size()) return ctx.differ("size " + std::to_string(a.size()) + " != " + std::to_string(b.size()));
     for (std::size_t i = 0; i < a.size(); ++i) {
       bool same;
-      if constexpr (Reflected<typename T::value_type>) same = equal_struct(a[i], b[i], ctx, true);
-      else same = equal_at<typename T::value_type>(a[i], b[i], ctx);
+      if constexpr (Reflected<typename T::value_type>)
+        same = equal_struct(a[i], b[i], ctx, true);
+      else
+        same = equal_at<typename T::value_type>(a[i], b[i], ctx);
       if (!same) return ctx.in_index(i);
     }
     return true;
@@ -268,8 +274,7 @@ bool equal_at(const T& a, const T& b, EqualContext& ctx) {
     if (a.has_value() != b.has_value()) return ctx.differ(a ? "value != null" : "null != value");
     return !a || equal_at(*a, *b, ctx);
   } else if constexpr (is_map<T>::value) {
-    if (a.size() != b.size())
-      return ctx.differ("size " + std::to_string(a.size()) + " != " + std::to_string(b.size()));
+    if (a.size() != b.size()) return ctx.differ("size " + std::to_string(a.size()) + " != " + std::to_string(b.size()));
     for (const auto& entry : a) {
       auto it = b.find(entry.first);
       if (it == b.end())

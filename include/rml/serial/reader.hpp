@@ -133,8 +133,7 @@ class SerialReader {
       std::underlying_type_t<T> raw{};
       if (!read(raw)) return false;
       if constexpr (requires { T::count_; }) {
-        if (raw < static_cast<std::underlying_type_t<T>>(0) ||
-            raw >= static_cast<std::underlying_type_t<T>>(T::count_))
+        if (raw < static_cast<std::underlying_type_t<T>>(0) || raw >= static_cast<std::underlying_type_t<T>>(T::count_))
           return fail_back(Code::data_loss, "enum value " + std::to_string(raw) + " is out of range");
       }
       out = static_cast<T>(raw);
@@ -179,40 +178,7 @@ class SerialReader {
   /// keys, another order) goes through the general loop.
   template <Reflected T>
   bool read_struct(T& obj) {
-    static constexpr auto fields = T::fields();
-    static constexpr std::size_t count = field_count_v<T>;
-    std::uint32_t n = 0;
-    if (!at_kind(0x80, "a map (struct)") || !read_map_header(n) || !enter()) return false;
-    std::bitset<count> seen;
-    std::uint32_t done = 0;
-    bool ok = true;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (void)((done < n && at_key<T, I>() ? (p_ += EncodedKey<T, I>::bytes.size(), seen.set(I), ++done,
-                                            ok = read(obj.*(std::get<I>(fields).member)) || in_field(field_name<T>(I)))
-                                         : true) &&
-             ...);
-    }(std::make_index_sequence<count>{});
-    if (!ok) return false;
-    for (; done < n; ++done) {
-      std::string_view key;
-      if (!read_str(key)) return false;
-      std::size_t index = count;
-      for (std::size_t j = 0; j < count; ++j)
-        if (field_name<T>(j) == key) index = j;
-      if (index == count) {  // a field this reader does not know: written by a newer writer
-        if (!skip()) return in_field(key);
-        continue;
-      }
-      if (seen[index]) return fail_back(Code::data_loss, "field \"" + std::string(key) + "\" appears twice");
-      seen.set(index);
-      ok = [&]<std::size_t... I>(std::index_sequence<I...>) {
-        bool result = true;
-        (void)((index == I ? (result = read(obj.*(std::get<I>(fields).member)), true) : false) || ...);
-        return result;
-      }(std::make_index_sequence<count>{});
-      if (!ok) return in_field(key);
-    }
-    return leave();
+    return read_fields(obj, std::make_index_sequence<field_count_v<T>>{});
   }
 
  private:
@@ -235,13 +201,34 @@ class SerialReader {
     return static_cast<std::size_t>(end_ - p_) >= key.size() && std::memcmp(p_, key.data(), key.size()) == 0;
   }
 
-  template <Reflected T>
-  static constexpr std::string_view field_name(std::size_t i) {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      constexpr auto fields = T::fields();
-      constexpr std::string_view names[] = {std::get<I>(fields).name...};
-      return names[i];
-    }(std::make_index_sequence<field_count_v<T>>{});
+  template <Reflected T, std::size_t... I>
+  bool read_fields(T& obj, std::index_sequence<I...>) {
+    static constexpr auto fields = T::fields();
+    constexpr std::size_t count = sizeof...(I);
+    std::uint32_t n = 0;
+    if (!at_kind(0x80, "a map (struct)") || !read_map_header(n) || !enter()) return false;
+    std::bitset<count> seen;
+    std::uint32_t done = 0;
+    // Fast path: the keys the writer writes, in declaration order, each matched as raw bytes.
+    const bool ok = ((done == n || !at_key<T, I>() ||
+                      (p_ += EncodedKey<T, I>::bytes.size(), seen.set(I), ++done,
+                       read(obj.*(std::get<I>(fields).member)) || in_field(EncodedKey<T, I>::name))) &&
+                     ...);
+    if (!ok) return false;
+    for (; done < n; ++done) {  // the rest: unknown keys, or keys in another order
+      std::string_view key;
+      if (!read_str(key)) return false;
+      std::size_t index = count;
+      (void)((EncodedKey<T, I>::name == key && (index = I, true)) || ...);
+      if (index == count) {  // a field this reader does not know: written by a newer writer
+        if (!skip()) return in_field(key);
+        continue;
+      }
+      if (seen[index]) return fail_back(Code::data_loss, "field \"" + std::string(key) + "\" appears twice");
+      seen.set(index);
+      if (!((index != I || read(obj.*(std::get<I>(fields).member))) && ...)) return in_field(key);
+    }
+    return leave();
   }
 
   // ---- failure and path ----
@@ -261,7 +248,8 @@ class SerialReader {
     return false;
   }
   bool fail_document() {
-    return fail(Code::invalid_argument, "not an rml-msgpack document (it must open with {\"format\": \"rml-msgpack\"})");
+    return fail(Code::invalid_argument,
+                "not an rml-msgpack document (it must open with {\"format\": \"rml-msgpack\"})");
   }
   bool in_field(std::string_view name) {
     path_.push_back("." + std::string(name));
@@ -290,16 +278,22 @@ class SerialReader {
     if (b <= 0x9f || b == 0xdc || b == 0xdd) return "an array";
     if (b <= 0xbf || (b >= 0xd9 && b <= 0xdb)) return "a string";
     switch (b) {
-      case 0xc0: return "nil";
+      case 0xc0:
+        return "nil";
       case 0xc2:
-      case 0xc3: return "a bool";
+      case 0xc3:
+        return "a bool";
       case 0xc4:
       case 0xc5:
-      case 0xc6: return "binary data";
+      case 0xc6:
+        return "binary data";
       case 0xca:
-      case 0xcb: return "a float";
-      case 0xc1: return "the invalid byte 0xc1";
-      default: return "an extension value";
+      case 0xcb:
+        return "a float";
+      case 0xc1:
+        return "the invalid byte 0xc1";
+      default:
+        return "an extension value";
     }
   }
   [[gnu::cold, gnu::noinline]] bool wrong_type(const char* expected) {
@@ -325,8 +319,8 @@ class SerialReader {
     return truncated(n);
   }
   [[gnu::cold, gnu::noinline]] bool truncated(std::size_t n) {
-    return fail(Code::data_loss, "truncated: " + std::to_string(n) + " bytes needed, " +
-                                     std::to_string(end_ - p_) + " remain");
+    return fail(Code::data_loss,
+                "truncated: " + std::to_string(n) + " bytes needed, " + std::to_string(end_ - p_) + " remain");
   }
   template <typename U>
   U load_be() {  // the caller has checked need(sizeof(U))
@@ -337,9 +331,12 @@ class SerialReader {
   }
   bool read_sized(std::uint32_t& n, int width) {
     if (!need(static_cast<std::size_t>(width))) return false;
-    if (width == 1) n = load_be<std::uint8_t>();
-    else if (width == 2) n = load_be<std::uint16_t>();
-    else n = load_be<std::uint32_t>();
+    if (width == 1)
+      n = load_be<std::uint8_t>();
+    else if (width == 2)
+      n = load_be<std::uint16_t>();
+    else
+      n = load_be<std::uint32_t>();
     return true;
   }
   // Checks that `count` items of at least `min_bytes` each fit in what remains.
@@ -424,20 +421,36 @@ class SerialReader {
       if (!need(1 + width)) return false;
       ++p_;
       switch (width) {
-        case 1: u = load_be<std::uint8_t>(); break;
-        case 2: u = load_be<std::uint16_t>(); break;
-        case 4: u = load_be<std::uint32_t>(); break;
-        default: u = load_be<std::uint64_t>(); break;
+        case 1:
+          u = load_be<std::uint8_t>();
+          break;
+        case 2:
+          u = load_be<std::uint16_t>();
+          break;
+        case 4:
+          u = load_be<std::uint32_t>();
+          break;
+        default:
+          u = load_be<std::uint64_t>();
+          break;
       }
     } else if (b >= 0xd0 && b <= 0xd3) {
       const std::size_t width = std::size_t{1} << (b - 0xd0);
       if (!need(1 + width)) return false;
       ++p_;
       switch (width) {
-        case 1: s = static_cast<std::int8_t>(load_be<std::uint8_t>()); break;
-        case 2: s = static_cast<std::int16_t>(load_be<std::uint16_t>()); break;
-        case 4: s = static_cast<std::int32_t>(load_be<std::uint32_t>()); break;
-        default: s = static_cast<std::int64_t>(load_be<std::uint64_t>()); break;
+        case 1:
+          s = static_cast<std::int8_t>(load_be<std::uint8_t>());
+          break;
+        case 2:
+          s = static_cast<std::int16_t>(load_be<std::uint16_t>());
+          break;
+        case 4:
+          s = static_cast<std::int32_t>(load_be<std::uint32_t>());
+          break;
+        default:
+          s = static_cast<std::int64_t>(load_be<std::uint64_t>());
+          break;
       }
       negative = s < 0;
       u = static_cast<std::uint64_t>(s);
@@ -511,16 +524,42 @@ class SerialReader {
     } else {
       std::size_t size = 0;  // bytes after the opcode
       switch (b) {
-        case 0xcc: case 0xd0: size = 1; break;
-        case 0xcd: case 0xd1: size = 2; break;
-        case 0xca: case 0xce: case 0xd2: size = 4; break;
-        case 0xcb: case 0xcf: case 0xd3: size = 8; break;
-        case 0xd4: size = 2; break;  // fixext 1..16: type byte + data
-        case 0xd5: size = 3; break;
-        case 0xd6: size = 5; break;
-        case 0xd7: size = 9; break;
-        case 0xd8: size = 17; break;
-        case 0xc7: case 0xc8: case 0xc9: {  // ext 8/16/32: length, type byte, data
+        case 0xcc:
+        case 0xd0:
+          size = 1;
+          break;
+        case 0xcd:
+        case 0xd1:
+          size = 2;
+          break;
+        case 0xca:
+        case 0xce:
+        case 0xd2:
+          size = 4;
+          break;
+        case 0xcb:
+        case 0xcf:
+        case 0xd3:
+          size = 8;
+          break;
+        case 0xd4:
+          size = 2;
+          break;  // fixext 1..16: type byte + data
+        case 0xd5:
+          size = 3;
+          break;
+        case 0xd6:
+          size = 5;
+          break;
+        case 0xd7:
+          size = 9;
+          break;
+        case 0xd8:
+          size = 17;
+          break;
+        case 0xc7:
+        case 0xc8:
+        case 0xc9: {  // ext 8/16/32: length, type byte, data
           ++p_;
           if (!read_sized(n, 1 << (b - 0xc7)) || !need(1)) return false;
           ++p_;
@@ -528,7 +567,8 @@ class SerialReader {
           p_ += n;
           return true;
         }
-        default: return fail(Code::data_loss, "the invalid byte 0xc1");
+        default:
+          return fail(Code::data_loss, "the invalid byte 0xc1");
       }
       if (!need(1 + size)) return false;
       p_ += 1 + size;
@@ -619,14 +659,13 @@ class SerialReader {
     if (!read(index) || !enter()) return false;
     constexpr std::size_t count = std::variant_size_v<V>;
     if (index >= count)
-      return fail_back(Code::data_loss, "variant alternative " + std::to_string(index) + " is unknown (this reader has " +
-                                            std::to_string(count) + ")");
-    const bool ok = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      bool result = true;
-      (void)((index == I ? (result = read(out.template emplace<I>()), true) : false) || ...);
-      return result;
-    }(std::make_index_sequence<count>{});
-    return ok && leave();
+      return fail_back(Code::data_loss, "variant alternative " + std::to_string(index) +
+                                            " is unknown (this reader has " + std::to_string(count) + ")");
+    return read_alternative(out, index, std::make_index_sequence<count>{}) && leave();
+  }
+  template <typename V, std::size_t... I>
+  bool read_alternative(V& out, std::size_t index, std::index_sequence<I...>) {
+    return ((index != I || read(out.template emplace<I>())) && ...);
   }
 
   // ---- shared objects ----
@@ -650,10 +689,10 @@ class SerialReader {
       return fail_back(Code::data_loss, "a shared object must be {\"id\", \"type\", \"fields\"} or {\"ref\"}");
     if (!read(h.id)) return false;
     if (h.id != objects_.size())
-      return fail_back(Code::data_loss, h.id < objects_.size() ? "object id " + std::to_string(h.id) + " is used twice"
-                                                               : "object id " + std::to_string(h.id) +
-                                                                     " is out of sequence (expected " +
-                                                                     std::to_string(objects_.size()) + ")");
+      return fail_back(Code::data_loss, h.id < objects_.size()
+                                            ? "object id " + std::to_string(h.id) + " is used twice"
+                                            : "object id " + std::to_string(h.id) + " is out of sequence (expected " +
+                                                  std::to_string(objects_.size()) + ")");
     if (!read_str(key) || key != key_type || !read_str(h.type))
       return fail_back(Code::data_loss, "a shared object needs \"type\" after \"id\"");
     if (!read_str(key) || key != key_fields)
@@ -703,8 +742,9 @@ class SerialReader {
       }
     }
     if constexpr (Reflected<U> && !std::is_abstract_v<U>) {
-      static_assert(std::is_default_constructible_v<U>, "rml: deserialize: a shared_ptr<T> field needs a "
-                                                        "default-constructible T");
+      static_assert(std::is_default_constructible_v<U>,
+                    "rml: deserialize: a shared_ptr<T> field needs a "
+                    "default-constructible T");
       auto object = std::make_shared<U>();
       objects_.push_back({object, &typeid(U), h.type, 0});
       if (!read_struct(*object)) return false;
@@ -743,10 +783,14 @@ class SerialReader {
       std::string_view key;
       if (!read_str(key)) return false;
       bool ok = true;
-      if (key == "dtype") ok = have_dtype = read(dtype);
-      else if (key == "shape") ok = have_shape = read(dims);
-      else if (key == "data") ok = read_storage(storage, size);
-      else ok = skip();
+      if (key == "dtype")
+        ok = have_dtype = read(dtype);
+      else if (key == "shape")
+        ok = have_shape = read(dims);
+      else if (key == "data")
+        ok = read_storage(storage, size);
+      else
+        ok = skip();
       if (!ok) return in_field(key);
     }
     value_start_ = start;
@@ -768,8 +812,8 @@ class SerialReader {
     if (h.is_ref) {
       const SharedObject& o = objects_[h.id];
       if (*o.type != typeid(Storage))
-        return fail_back(Code::data_loss, "ref " + std::to_string(h.id) + " names a " + std::string(o.name) +
-                                              ", not tensor data");
+        return fail_back(Code::data_loss,
+                         "ref " + std::to_string(h.id) + " names a " + std::string(o.name) + ", not tensor data");
       out = std::static_pointer_cast<const Storage>(o.object);
       size = o.size;
       return true;

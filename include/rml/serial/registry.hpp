@@ -34,8 +34,7 @@ bool register_type(std::string_view name) {
       [](detail::SerialWriter& w, const void* p) { w.write_struct(*static_cast<const Derived*>(p)); }};
   const auto add = [&]<typename Base>() {
     detail::read_registry<Base>()[std::string(name)] = detail::ReadEntry<Base>{
-        &typeid(Derived),
-        []() -> std::shared_ptr<void> { return std::make_shared<Derived>(); },
+        &typeid(Derived), []() -> std::shared_ptr<void> { return std::make_shared<Derived>(); },
         [](void* p) -> Base* { return static_cast<Derived*>(p); },
         [](detail::SerialReader& r, void* p) { return r.read_struct(*static_cast<Derived*>(p)); }};
   };
@@ -49,9 +48,9 @@ bool register_type(std::string_view name) {
 /// `RML_REGISTER_TYPE(MyNode, Base1, ...)`: registers MyNode under the name `"MyNode"` for
 /// `shared_ptr<MyNode>` and `shared_ptr<Base1>`...; use at namespace scope. Each translation unit
 /// that sees it registers again (an idempotent overwrite), so it may sit in a header.
-#define RML_REGISTER_TYPE(Type, ...)                                          \
-  namespace {                                                                 \
+#define RML_REGISTER_TYPE(Type, ...)                                            \
+  namespace {                                                                   \
   [[maybe_unused]] const bool RML_DETAIL_CONCAT(rml_registered_, __COUNTER__) = \
-      ::rml::register_type<Type __VA_OPT__(, ) __VA_ARGS__>(#Type);           \
-  }                                                                           \
+      ::rml::register_type<Type __VA_OPT__(, ) __VA_ARGS__>(#Type);             \
+  }                                                                             \
   static_assert(true, "")

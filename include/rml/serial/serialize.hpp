@@ -35,8 +35,10 @@ using serial_root_t = std::conditional_t<std::is_same_v<T, Graph>, GraphDef, T>;
 
 template <typename T>
 const serial_root_t<T>& serial_root(const T& value) {
-  if constexpr (std::is_same_v<T, Graph>) return value.def();
-  else return value;
+  if constexpr (std::is_same_v<T, Graph>)
+    return value.def();
+  else
+    return value;
 }
 
 // A guess at the document's size, so the writer rarely grows its buffer: graphs by counting
@@ -92,8 +94,10 @@ Result<T> deserialize(std::span<const std::uint8_t> bytes) {
   detail::SerialReader reader(bytes);
   Root root{};
   if (!reader.read_document(root, detail::serial_type_name<Root>())) return reader.status();
-  if constexpr (std::is_same_v<T, Graph>) return Graph(std::move(root));
-  else return root;
+  if constexpr (std::is_same_v<T, Graph>)
+    return Graph(std::move(root));
+  else
+    return root;
 }
 
 /// Writes serialize(value) to `path`. INVALID_ARGUMENT (naming the path) when the file cannot be

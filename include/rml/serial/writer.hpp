@@ -131,8 +131,10 @@ class SerialWriter {
         for (const auto& e : v) write(static_cast<const typename T::value_type&>(e));
       }
     } else if constexpr (is_optional<T>::value) {
-      if (v) write(*v);
-      else write_nil();
+      if (v)
+        write(*v);
+      else
+        write_nil();
     } else if constexpr (is_map<T>::value) {
       write_map_header(v.size());
       for (const auto& [key, value] : v) {
@@ -154,23 +156,7 @@ class SerialWriter {
   /// fields that hold what a default-constructed T holds (the reader restores those by default).
   template <Reflected T>
   void write_struct(const T& obj) {
-    static constexpr auto fields = T::fields();
-    constexpr std::size_t count = field_count_v<T>;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      if constexpr (count == 0) {
-        write_map_header(0);
-      } else if constexpr (std::is_default_constructible_v<T>) {
-        static const T defaults{};
-        const bool present[] = {!is_default(obj.*(std::get<I>(fields).member), defaults.*(std::get<I>(fields).member))...};
-        std::size_t n = 0;
-        for (bool p : present) n += p;
-        write_map_header(n);
-        ((present[I] ? (write_key<T, I>(), write(obj.*(std::get<I>(fields).member))) : void()), ...);
-      } else {
-        write_map_header(count);
-        ((write_key<T, I>(), write(obj.*(std::get<I>(fields).member))), ...);
-      }
-    }(std::make_index_sequence<count>{});
+    write_fields(obj, std::make_index_sequence<field_count_v<T>>{});
   }
 
   /// True when `v` need not be written because the reader's default `d` is the same: equal
@@ -203,6 +189,25 @@ class SerialWriter {
   }
 
  private:
+  template <Reflected T, std::size_t... I>
+  void write_fields(const T& obj, std::index_sequence<I...>) {
+    static constexpr auto fields = T::fields();
+    if constexpr (sizeof...(I) == 0) {
+      write_map_header(0);
+    } else if constexpr (std::is_default_constructible_v<T>) {
+      static const T defaults{};
+      const bool present[] = {
+          !is_default(obj.*(std::get<I>(fields).member), defaults.*(std::get<I>(fields).member))...};
+      std::size_t n = 0;
+      for (bool p : present) n += p;
+      write_map_header(n);
+      ((present[I] ? (write_key<T, I>(), write(obj.*(std::get<I>(fields).member))) : void()), ...);
+    } else {
+      write_map_header(sizeof...(I));
+      ((write_key<T, I>(), write(obj.*(std::get<I>(fields).member))), ...);
+    }
+  }
+
   template <typename T, std::size_t I>
   void write_key() {
     constexpr const auto& key = EncodedKey<T, I>::bytes;
@@ -314,8 +319,7 @@ class SerialWriter {
   void put_be(std::uint8_t op, U v) {
     std::uint8_t* p = grow(1 + sizeof(U));
     p[0] = op;
-    for (std::size_t i = 0; i < sizeof(U); ++i)
-      p[1 + i] = static_cast<std::uint8_t>(v >> (8 * (sizeof(U) - 1 - i)));
+    for (std::size_t i = 0; i < sizeof(U); ++i) p[1 + i] = static_cast<std::uint8_t>(v >> (8 * (sizeof(U) - 1 - i)));
   }
 
   std::vector<std::uint8_t> buf_;

@@ -66,9 +66,9 @@ inline std::map<std::type_index, WriteEntry>& write_registry() {
 /// How the reader makes a registered type when a `shared_ptr<Base>` field names it.
 template <typename Base>
 struct ReadEntry {
-  const std::type_info* type;                        // the most-derived type
-  std::shared_ptr<void> (*create)();                 // a default-constructed object, most-derived pointer
-  Base* (*upcast)(void* most_derived);               // the Base subobject
+  const std::type_info* type;           // the most-derived type
+  std::shared_ptr<void> (*create)();    // a default-constructed object, most-derived pointer
+  Base* (*upcast)(void* most_derived);  // the Base subobject
   bool (*read_fields)(SerialReader&, void* most_derived);
 };
 
