@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -336,14 +337,45 @@ inline std::vector<Node> Graph::nodes() const {
   return out;
 }
 
+namespace detail {
+
+/// `name` split at its last `_` into a stem and a number (`Relu_12` -> `Relu`, 12), if it has one.
+inline std::optional<std::pair<std::string_view, std::size_t>> split_index_suffix(std::string_view name) {
+  const std::size_t underscore = name.rfind('_');
+  if (underscore == std::string_view::npos || underscore + 1 == name.size() || name.size() - underscore > 10)
+    return std::nullopt;
+  std::size_t n = 0;
+  for (char c : name.substr(underscore + 1)) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<std::size_t>(c - '0');
+  }
+  return std::make_pair(name.substr(0, underscore), n);
+}
+
+/// The position in nodes() of the node shown as `name`, or nothing. Own names are compared as
+/// they are; a `<OpCode>_<i>` name is checked at position i only, so a lookup allocates nothing.
+inline std::optional<std::size_t> find_node_position(const GraphDef& def, const std::vector<ValueSource>& src,
+                                                     std::string_view name) {
+  for (std::size_t i = 0; i < def.inputs.size(); ++i)
+    if (value_display_name(def, def.inputs[i], src[def.inputs[i]]) == name) return i;
+  for (std::size_t i = 0; i < def.nodes.size(); ++i)
+    if (def.nodes[i].name == name) return def.inputs.size() + i;
+  if (const auto parts = split_index_suffix(name)) {
+    const std::size_t position = parts->second;
+    if (position >= def.inputs.size() && position < def.inputs.size() + def.nodes.size() &&
+        def.nodes[position - def.inputs.size()].name.empty() &&
+        op_display_name(def, position - def.inputs.size()) == name)
+      return position;
+  }
+  return std::nullopt;
+}
+
+}  // namespace detail
+
 inline Result<Node> Graph::node(std::string_view name) const {
   if (body_) {
-    const GraphDef& d = def();
-    const auto src = detail::value_sources(d);
-    for (std::size_t i = 0; i < d.inputs.size(); ++i)
-      if (detail::value_display_name(d, d.inputs[i], src[d.inputs[i]]) == name) return detail::ViewAccess::node(body_, i);
-    for (std::size_t i = 0; i < d.nodes.size(); ++i)
-      if (detail::op_display_name(d, i) == name) return detail::ViewAccess::node(body_, d.inputs.size() + i);
+    const auto src = detail::value_sources(def());
+    if (const auto position = detail::find_node_position(def(), src, name)) return detail::ViewAccess::node(body_, *position);
   }
   return not_found("graph '" + this->name() + "' has no node named '" + std::string(name) + "'");
 }
@@ -367,9 +399,23 @@ inline std::vector<Value> Graph::values() const {
 
 inline Result<Value> Graph::value(std::string_view name) const {
   if (body_) {
-    const auto src = detail::value_sources(def());
+    const GraphDef& d = def();
+    const auto src = detail::value_sources(d);
     for (ValueId v = 0; v < src.size(); ++v)
-      if (detail::value_display_name(def(), v, src[v]) == name) return detail::ViewAccess::value(body_, v, src[v]);
+      if (d.values[v].name == name) return detail::ViewAccess::value(body_, v, src[v]);
+    // An unnamed value: `<node>_<port>`, `input_<i>` or `const_<id>`.
+    if (const auto parts = detail::split_index_suffix(name)) {
+      std::optional<ValueId> v;
+      if (const auto position = detail::find_node_position(d, src, parts->first);
+          position && *position >= d.inputs.size() && parts->second < d.nodes[*position - d.inputs.size()].outputs.size())
+        v = d.nodes[*position - d.inputs.size()].outputs[parts->second];
+      else if (parts->first == "input" && parts->second < d.inputs.size())
+        v = d.inputs[parts->second];
+      else if (parts->first == "const" && parts->second < src.size())
+        v = static_cast<ValueId>(parts->second);
+      if (v && *v < src.size() && detail::value_display_name(d, *v, src[*v]) == name)
+        return detail::ViewAccess::value(body_, *v, src[*v]);
+    }
   }
   return not_found("graph '" + this->name() + "' has no value named '" + std::string(name) + "'");
 }
