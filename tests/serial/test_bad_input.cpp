@@ -33,6 +33,14 @@ void raw(msgpack::sbuffer& buf, std::initializer_list<std::uint8_t> bytes) {
   for (std::uint8_t b : bytes) buf.write(reinterpret_cast<const char*>(&b), 1);
 }
 
+// A document of `type` whose root is `{key: <value's raw bytes>}`.
+std::vector<std::uint8_t> one_field(const char* type, const char* key, std::initializer_list<std::uint8_t> value) {
+  return document(type, [&](Packer& pk, msgpack::sbuffer& buf) {
+    pk.pack_map(1).pack(key);
+    raw(buf, value);
+  });
+}
+
 // A GraphDef with two nodes whose second node's inputs are packed by `inputs`.
 std::vector<std::uint8_t> graph_with_inputs(const std::function<void(Packer&, msgpack::sbuffer&)>& inputs) {
   return document("GraphDef", [&](Packer& pk, msgpack::sbuffer& buf) {
@@ -143,39 +151,18 @@ TEST_CASE("the envelope is checked: format, root type, root presence, trailing b
 
 TEST_CASE("absurd lengths are refused before anything is allocated") {
   // A 4 GB string in a few bytes.
-  check_error(read_status<GraphDef>(document("GraphDef",
-                                             [](Packer& pk, msgpack::sbuffer& buf) {
-                                               pk.pack_map(1).pack("name");
-                                               raw(buf, {0xdb, 0xff, 0xff, 0xff, 0xff, 'x'});
-                                             })),
+  check_error(read_status<GraphDef>(one_field("GraphDef", "name", {0xdb, 0xff, 0xff, 0xff, 0xff, 'x'})),
               Code::data_loss, "name: a string of 4294967295 claims more than the 1 bytes that remain");
-  // Four billion nodes.
-  check_error(read_status<GraphDef>(document("GraphDef",
-                                             [](Packer& pk, msgpack::sbuffer& buf) {
-                                               pk.pack_map(1).pack("nodes");
-                                               raw(buf, {0xdd, 0xff, 0xff, 0xff, 0xfe, 0x80});
-                                             })),
+  // Four billion nodes, a map of four billion entries, a 4 GB blob.
+  check_error(read_status<GraphDef>(one_field("GraphDef", "nodes", {0xdd, 0xff, 0xff, 0xff, 0xfe, 0x80})),
               Code::data_loss, "nodes: an array of 4294967294 claims more");
-  // A map of four billion entries, a 4 GB blob.
-  check_error(read_status<GraphDef>(document("GraphDef",
-                                             [](Packer& pk, msgpack::sbuffer& buf) {
-                                               pk.pack_map(1).pack("metadata");
-                                               raw(buf, {0xdf, 0xff, 0xff, 0xff, 0xff});
-                                             })),
-              Code::data_loss, "metadata: a map of 4294967295 claims more");
-  check_error(read_status<Everything>(document("Everything",
-                                               [](Packer& pk, msgpack::sbuffer& buf) {
-                                                 pk.pack_map(1).pack("blob");
-                                                 raw(buf, {0xc6, 0xff, 0xff, 0xff, 0xff, 0});
-                                               })),
+  check_error(read_status<GraphDef>(one_field("GraphDef", "metadata", {0xdf, 0xff, 0xff, 0xff, 0xff})), Code::data_loss,
+              "metadata: a map of 4294967295 claims more");
+  check_error(read_status<Everything>(one_field("Everything", "blob", {0xc6, 0xff, 0xff, 0xff, 0xff, 0})),
               Code::data_loss, "blob: binary data of 4294967295 claims more");
   // A count hidden in an unknown field is checked as well.
-  check_error(read_status<GraphDef>(document("GraphDef",
-                                             [](Packer& pk, msgpack::sbuffer& buf) {
-                                               pk.pack_map(1).pack("future");
-                                               raw(buf, {0xdd, 0x7f, 0xff, 0xff, 0xff});
-                                             })),
-              Code::data_loss, "future: an array of 2147483647 claims more");
+  check_error(read_status<GraphDef>(one_field("GraphDef", "future", {0xdd, 0x7f, 0xff, 0xff, 0xff})), Code::data_loss,
+              "future: an array of 2147483647 claims more");
 }
 
 TEST_CASE("nesting 100 000 deep is refused at 256 levels, without deep recursion") {

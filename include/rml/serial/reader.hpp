@@ -322,21 +322,16 @@ class SerialReader {
     return fail(Code::data_loss,
                 "truncated: " + std::to_string(n) + " bytes needed, " + std::to_string(end_ - p_) + " remain");
   }
-  template <typename U>
-  U load_be() {  // the caller has checked need(sizeof(U))
-    U v = 0;
-    for (std::size_t i = 0; i < sizeof(U); ++i) v = static_cast<U>((v << 8) | p_[i]);
-    p_ += sizeof(U);
+  // A big-endian unsigned value of 1, 2, 4 or 8 bytes; the caller has checked need(width).
+  std::uint64_t load_be_width(std::size_t width) {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < width; ++i) v = (v << 8) | p_[i];
+    p_ += width;
     return v;
   }
   bool read_sized(std::uint32_t& n, int width) {
     if (!need(static_cast<std::size_t>(width))) return false;
-    if (width == 1)
-      n = load_be<std::uint8_t>();
-    else if (width == 2)
-      n = load_be<std::uint16_t>();
-    else
-      n = load_be<std::uint32_t>();
+    n = static_cast<std::uint32_t>(load_be_width(static_cast<std::size_t>(width)));
     return true;
   }
   // Checks that `count` items of at least `min_bytes` each fit in what remains.
@@ -420,38 +415,13 @@ class SerialReader {
       const std::size_t width = std::size_t{1} << (b - 0xcc);
       if (!need(1 + width)) return false;
       ++p_;
-      switch (width) {
-        case 1:
-          u = load_be<std::uint8_t>();
-          break;
-        case 2:
-          u = load_be<std::uint16_t>();
-          break;
-        case 4:
-          u = load_be<std::uint32_t>();
-          break;
-        default:
-          u = load_be<std::uint64_t>();
-          break;
-      }
+      u = load_be_width(width);
     } else if (b >= 0xd0 && b <= 0xd3) {
       const std::size_t width = std::size_t{1} << (b - 0xd0);
       if (!need(1 + width)) return false;
       ++p_;
-      switch (width) {
-        case 1:
-          s = static_cast<std::int8_t>(load_be<std::uint8_t>());
-          break;
-        case 2:
-          s = static_cast<std::int16_t>(load_be<std::uint16_t>());
-          break;
-        case 4:
-          s = static_cast<std::int32_t>(load_be<std::uint32_t>());
-          break;
-        default:
-          s = static_cast<std::int64_t>(load_be<std::uint64_t>());
-          break;
-      }
+      const auto shift = static_cast<unsigned>(64 - 8 * width);  // sign-extend the width-byte value
+      s = static_cast<std::int64_t>(load_be_width(width) << shift) >> shift;
       negative = s < 0;
       u = static_cast<std::uint64_t>(s);
     } else {
@@ -484,11 +454,11 @@ class SerialReader {
     if (*p_ == 0xca) {
       if (!need(5)) return false;
       ++p_;
-      out = static_cast<T>(std::bit_cast<float>(load_be<std::uint32_t>()));
+      out = static_cast<T>(std::bit_cast<float>(static_cast<std::uint32_t>(load_be_width(4))));
     } else {
       if (!need(9)) return false;
       ++p_;
-      const double d = std::bit_cast<double>(load_be<std::uint64_t>());
+      const double d = std::bit_cast<double>(load_be_width(8));
       if (std::isfinite(d) && (d > std::numeric_limits<T>::max() || d < std::numeric_limits<T>::lowest()))
         return fail_back(Code::data_loss, std::to_string(d) + " is out of range for a float");
       out = static_cast<T>(d);
