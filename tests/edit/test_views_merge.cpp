@@ -336,3 +336,28 @@ TEST_CASE("extract: names, refusals, freed weights") {
   CHECK(dropped_weight.expired());  // the weight the extract left out is freed
   CHECK(extract(g, {x}, {sum}).error().message() == "extract: the graph is empty: a merge, a split or an extract consumed it");
 }
+
+TEST_CASE("split at a hand-made cut: closure of its values, refusals keep the graph") {
+  Graph pooled = trace1(pool, "x", "y");
+  const GraphDef before = pooled.def();
+  Graph other = trace1(pool, "x", "y");
+  ValueCut foreign;
+  foreign.values = {other.value("Sum_2_0").value()};
+  CHECK(split(pooled, foreign).error().message() == "split: the value 'Sum_2_0' belongs to another graph");
+  CHECK(split(pooled, ValueCut{}).error().message() == "split: the cut leaves no operator before it");
+  ValueCut last;
+  last.values = {pooled.value("y").value()};
+  CHECK(split(pooled, last).error().message() == "split: the cut leaves no operator after it");
+  ValueCut backwards;
+  backwards.before = {pooled.node("Sum_2").value()};
+  CHECK(split(pooled, backwards).error().message() ==
+        "split: the cut puts 'Sum_2' before it but 'Relu_1', which it reads, after it");
+  CHECK(assert_structural_equal(pooled.def(), before).ok());
+
+  ValueCut by_value;
+  by_value.values = {pooled.value("Relu_1_0").value()};
+  const SplitGraph parts = split(pooled, by_value).value();
+  CHECK(parts.parts[0].graph.def().nodes.size() == 1);
+  CHECK(parts.parts[1].graph.def().nodes.size() == 2);
+  CHECK(parts.connections.size() == 1);
+}

@@ -439,22 +439,22 @@ inline std::vector<Edge> Graph::edges() const {
   return out;
 }
 
-inline std::vector<std::string> Graph::input_names() const {
+namespace detail {
+
+/// The display names of `ids` (a graph's inputs or outputs); `?` for an id out of range.
+inline std::vector<std::string> display_names(const GraphDef& def, const std::vector<ValueId>& ids) {
   std::vector<std::string> out;
-  const GraphDef& d = def();
-  if (d.inputs.empty()) return out;
-  const auto src = detail::value_sources(d);
-  for (ValueId v : d.inputs) out.push_back(v < src.size() ? detail::value_display_name(d, v, src[v]) : "?");
+  if (ids.empty()) return out;
+  const auto src = value_sources(def);
+  out.reserve(ids.size());
+  for (ValueId v : ids) out.push_back(v < src.size() ? value_display_name(def, v, src[v]) : "?");
   return out;
 }
 
-inline std::vector<std::string> Graph::output_names() const {
-  std::vector<std::string> out;
-  const GraphDef& d = def();
-  if (d.outputs.empty()) return out;
-  const auto src = detail::value_sources(d);
-  for (ValueId v : d.outputs) out.push_back(v < src.size() ? detail::value_display_name(d, v, src[v]) : "?");
-  return out;
-}
+}  // namespace detail
+
+inline std::vector<std::string> Graph::input_names() const { return detail::display_names(def(), def().inputs); }
+
+inline std::vector<std::string> Graph::output_names() const { return detail::display_names(def(), def().outputs); }
 
 }  // namespace rml
