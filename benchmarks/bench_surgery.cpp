@@ -166,7 +166,8 @@ int main(int argc, char** argv) {
   const struct {
     const char* ours;
     const char* theirs;
-  } pairs[] = {{"BM_merge/10000", "merge_10000"}, {"BM_merge/100000", "merge_100000"}, {"BM_extract/200", "extract_200"}};
+  } pairs[] = {
+      {"BM_merge/10000", "merge_10000"}, {"BM_merge/100000", "merge_100000"}, {"BM_extract/200", "extract_200"}};
   std::printf("%-20s %12s %12s %10s\n", "", "rml ms", "onnx ms", "onnx/rml");
   for (const auto& p : pairs) {
     const auto a = recorder.ms.find(p.ours);

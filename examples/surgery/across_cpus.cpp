@@ -22,7 +22,8 @@ int main() {
   std::printf("%s | %s\n", labels(merged.graph).c_str(), io(merged.graph).c_str());
   // x encoder/Relu head/Copy head/Add | x -> y
   for (const Node& node : merged.graph.nodes()) {
-    if (node.kind() == NodeKind::op) std::printf("%s on %s\n", node.name().c_str(), node.def()->device.to_string().c_str());
+    if (node.kind() == NodeKind::op)
+      std::printf("%s on %s\n", node.name().c_str(), node.def()->device.to_string().c_str());
   }
   // encoder/Relu_1 on cpu:0
   // head/Copy_h on cpu:1

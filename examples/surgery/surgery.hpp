@@ -68,9 +68,12 @@ inline std::string io(const Graph& graph) { return join(graph.input_names()) + "
 // What a rename names.
 inline const char* kind_name(rml::NameKind kind) {
   switch (kind) {
-    case rml::NameKind::node: return "node";
-    case rml::NameKind::input: return "input";
-    case rml::NameKind::output: return "output";
+    case rml::NameKind::node:
+      return "node";
+    case rml::NameKind::input:
+      return "input";
+    case rml::NameKind::output:
+      return "output";
   }
   return "node";
 }

@@ -39,16 +39,37 @@ TraceFunction random_model(std::uint32_t seed) {
     for (std::size_t s = 0; s < steps; ++s) {
       const Tensor a = operand(), b = operand();
       switch (pick(10)) {
-        case 0: live.push_back(ops::relu(a)); break;
-        case 1: live.push_back(ops::tanh(a)); break;
-        case 2: live.push_back(ops::add(a, b)); break;
-        case 3: live.push_back(ops::mul(a, random_tensor(rng, {8}))); break;
-        case 4: live.push_back(ops::add(ops::matmul(a, random_tensor(rng, {8, 8})), random_tensor(rng, {8}))); break;
-        case 5: live.push_back(ops::reshape(ops::neg(ops::reshape(a, {32})), {4, 8})); break;
-        case 6: live.push_back(ops::add(ops::relu(a), ops::relu(a))); break;  // CSE fodder
-        case 7: live.push_back(ops::copy(ops::maximum(a, b))); break;
-        case 8: (void)ops::sigmoid(a); live.push_back(ops::sub(a, b)); break;  // a dead branch
-        default: live.push_back(ops::expand(ops::sum(a, {1}, true), {4, 8})); break;
+        case 0:
+          live.push_back(ops::relu(a));
+          break;
+        case 1:
+          live.push_back(ops::tanh(a));
+          break;
+        case 2:
+          live.push_back(ops::add(a, b));
+          break;
+        case 3:
+          live.push_back(ops::mul(a, random_tensor(rng, {8})));
+          break;
+        case 4:
+          live.push_back(ops::add(ops::matmul(a, random_tensor(rng, {8, 8})), random_tensor(rng, {8})));
+          break;
+        case 5:
+          live.push_back(ops::reshape(ops::neg(ops::reshape(a, {32})), {4, 8}));
+          break;
+        case 6:
+          live.push_back(ops::add(ops::relu(a), ops::relu(a)));
+          break;  // CSE fodder
+        case 7:
+          live.push_back(ops::copy(ops::maximum(a, b)));
+          break;
+        case 8:
+          (void)ops::sigmoid(a);
+          live.push_back(ops::sub(a, b));
+          break;  // a dead branch
+        default:
+          live.push_back(ops::expand(ops::sum(a, {1}, true), {4, 8}));
+          break;
       }
     }
     std::vector<Tensor> out = {live.back()};
@@ -133,7 +154,8 @@ TEST_CASE("trace: type errors come back as its result; other exceptions as INTER
               .ok());
   CHECK_THROWS_AS((void)ops::relu(leaked), Error);
   // An input returned as it is comes out through a copy, under the output's name.
-  const Graph identity = trace([](const std::vector<Tensor>& x) { return x; }, {{"a", DType::f32, {2}}}, "id", {"b"}).value();
+  const Graph identity =
+      trace([](const std::vector<Tensor>& x) { return x; }, {{"a", DType::f32, {2}}}, "id", {"b"}).value();
   CHECK(identity.output_names() == std::vector<std::string>{"b"});
   CHECK(identity.def().nodes.size() == 1);
 }
@@ -236,10 +258,10 @@ TEST_CASE("optimize: dead code, CSE, identities, constant folding, bias before i
   Graph g = trace(
                 [](const std::vector<Tensor>& x) {
                   const Tensor w = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
-                  (void)ops::exp(x[0]);                                       // dead
-                  const Tensor a = ops::relu(x[0]), b = ops::relu(x[0]);      // common subexpression
+                  (void)ops::exp(x[0]);                                              // dead
+                  const Tensor a = ops::relu(x[0]), b = ops::relu(x[0]);             // common subexpression
                   const Tensor c = ops::copy(ops::reshape(ops::add(a, b), {2, 2}));  // identities
-                  const Tensor bias = ops::neg(ops::sum(x[0], {0}, false));   // computed after the matmul below
+                  const Tensor bias = ops::neg(ops::sum(x[0], {0}, false));          // computed after the matmul below
                   const Tensor m = ops::matmul(c, w);
                   return std::vector<Tensor>{ops::add(m, ops::relu(bias))};
                 },
@@ -339,9 +361,9 @@ TEST_CASE("zoo: split at the cheapest cut, by halves, merge back, optimize: PyTo
 
     Graph halves = c.graph;
     const std::size_t half = halves.def().inputs.size() + halves.def().nodes.size() / 2;
-    SplitGraph by_position = split(halves, [&](const Node& n) { return std::string(n.index() < half ? "a" : "b"); }).value();
-    check_reference(run_by_name(merge(by_position.parts, by_position.connections).value().graph, c, names),
-                    c.expected);
+    SplitGraph by_position =
+        split(halves, [&](const Node& n) { return std::string(n.index() < half ? "a" : "b"); }).value();
+    check_reference(run_by_name(merge(by_position.parts, by_position.connections).value().graph, c, names), c.expected);
 
     Graph optimized = c.graph;
     REQUIRE(optimized.optimize().ok());

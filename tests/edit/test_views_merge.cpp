@@ -149,8 +149,10 @@ TEST_CASE("merge side by side: io name modes and renames") {
 
 TEST_CASE("merge refusals name the place and change nothing") {
   const std::vector<Connection> ok = {{{"encoder", "h"}, {"head", "h"}}};
-  CHECK(refusal({{{"encoder", "h"}, {"head", "z"}}}, encoder_head()).message() == "merge: part 'head' has no input 'z'");
-  CHECK(refusal({{{"encoder", "q"}, {"head", "h"}}}, encoder_head()).message() == "merge: part 'encoder' has no output 'q'");
+  CHECK(refusal({{{"encoder", "h"}, {"head", "z"}}}, encoder_head()).message() ==
+        "merge: part 'head' has no input 'z'");
+  CHECK(refusal({{{"encoder", "q"}, {"head", "h"}}}, encoder_head()).message() ==
+        "merge: part 'encoder' has no output 'q'");
   CHECK(refusal({{{"enc", "h"}, {"head", "h"}}}, encoder_head()).message() ==
         "merge: connection enc.h -> head.h names no part 'enc'");
   CHECK(refusal({ok[0], ok[0]}, encoder_head()).message() == "merge: input 'head.h' is fed by two connections");
@@ -293,7 +295,8 @@ TEST_CASE("split by a function: refusals keep the graph") {
         "'/' or '.'");
   check_same();
   const auto cycle = split(pooled, [](const Node& n) { return std::string(n.op_code() == OpCode::Sum ? "b" : "a"); });
-  CHECK(cycle.error().message() == "split: parts 'a', 'b' depend on each other in a cycle; no order runs every connection forward");
+  CHECK(cycle.error().message() ==
+        "split: parts 'a', 'b' depend on each other in a cycle; no order runs every connection forward");
   check_same();
 
   REQUIRE(pooled.to(Device::cpu(0)).ok());
@@ -334,7 +337,8 @@ TEST_CASE("extract: names, refusals, freed weights") {
   CHECK(part.def().constants.empty());
   CHECK(g.consumed());
   CHECK(dropped_weight.expired());  // the weight the extract left out is freed
-  CHECK(extract(g, {x}, {sum}).error().message() == "extract: the graph is empty: a merge, a split or an extract consumed it");
+  CHECK(extract(g, {x}, {sum}).error().message() ==
+        "extract: the graph is empty: a merge, a split or an extract consumed it");
 }
 
 TEST_CASE("split at a hand-made cut: closure of its values, refusals keep the graph") {

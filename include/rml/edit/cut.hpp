@@ -60,8 +60,9 @@ inline double estimate_flops(const GraphDef& def, const NodeDef& n) {
   const double out = n.outputs.empty() ? 0.0 : numel(n.outputs[0]);
   const auto dims = [&](std::size_t input) -> const std::vector<std::int64_t>& {
     static const std::vector<std::int64_t> none;
-    return input < n.inputs.size() && n.inputs[input] < def.values.size() ? def.values[n.inputs[input]].type.shape.dims()
-                                                                         : none;
+    return input < n.inputs.size() && n.inputs[input] < def.values.size()
+               ? def.values[n.inputs[input]].type.shape.dims()
+               : none;
   };
   switch (node_op_code(n)) {
     case OpCode::MatMul: {
@@ -79,8 +80,10 @@ inline double estimate_flops(const GraphDef& def, const NodeDef& n) {
     case OpCode::Max:
     case OpCode::Min:
     case OpCode::Softmax:
-    case OpCode::ArgMax: return std::max(out, n.inputs.empty() ? 0.0 : numel(n.inputs[0]));
-    default: return out;
+    case OpCode::ArgMax:
+      return std::max(out, n.inputs.empty() ? 0.0 : numel(n.inputs[0]));
+    default:
+      return out;
   }
 }
 
@@ -128,7 +131,8 @@ inline std::vector<bool> min_cut_partition(const GraphDef& def) {
   FlowNetwork net(vertices);
   for (ValueId v = 0; v < def.values.size(); ++v) {
     if (value_vertex[v] == 0) continue;
-    const std::uint32_t p = src[v].kind == ValueSource::Kind::node ? op_vertex(src[v].index) : input_vertex(src[v].index);
+    const std::uint32_t p =
+        src[v].kind == ValueSource::Kind::node ? op_vertex(src[v].index) : input_vertex(src[v].index);
     net.add_edge(p, value_vertex[v], def.values[v].type.checked_nbytes().value_or(0));
     for (std::uint32_t r : readers[v]) {
       net.add_edge(value_vertex[v], op_vertex(r), inf);
@@ -191,7 +195,9 @@ inline std::vector<bool> best_prefix_cut(const GraphDef& def, const std::vector<
   const std::size_t n_ops = def.nodes.size();
   std::vector<std::uint32_t> after_readers(def.values.size()), before_readers(def.values.size(), 0);
   for (ValueId v = 0; v < def.values.size(); ++v) after_readers[v] = static_cast<std::uint32_t>(readers[v].size());
-  const auto bytes = [&](ValueId v) { return static_cast<std::int64_t>(def.values[v].type.checked_nbytes().value_or(0)); };
+  const auto bytes = [&](ValueId v) {
+    return static_cast<std::int64_t>(def.values[v].type.checked_nbytes().value_or(0));
+  };
   const auto crosses = [&](ValueId v, const std::vector<bool>& before) {
     if (src[v].kind == ValueSource::Kind::node) return before[src[v].index] && after_readers[v] > 0;
     if (src[v].kind == ValueSource::Kind::input) return before_readers[v] > 0 && after_readers[v] > 0;

@@ -266,15 +266,13 @@ inline Result<MergedGraph> merge(std::vector<GraphPart>& parts, const std::vecto
           std::size_t other = 0;
           while (u[other].first == u.front().first) ++other;
           const std::string a = parts[u.front().first].name, b = parts[u[other].first].name;
-          const std::string what = u.front().second == u[other].second
-                                       ? "parts '" + a + "' and '" + b + "' both have " +
-                                             (u.front().second == NameKind::input ? "an input" : "an output") +
-                                             " named '" + name + "'"
-                                       : "part '" + a + "' has " +
-                                             (u.front().second == NameKind::input ? "an input" : "an output") +
-                                             " and part '" + b + "' " +
-                                             (u[other].second == NameKind::input ? "an input" : "an output") +
-                                             " named '" + name + "'";
+          const std::string what =
+              u.front().second == u[other].second
+                  ? "parts '" + a + "' and '" + b + "' both have " +
+                        (u.front().second == NameKind::input ? "an input" : "an output") + " named '" + name + "'"
+                  : "part '" + a + "' has " + (u.front().second == NameKind::input ? "an input" : "an output") +
+                        " and part '" + b + "' " + (u[other].second == NameKind::input ? "an input" : "an output") +
+                        " named '" + name + "'";
           return invalid_argument("merge: " + what +
                                   ", which IoNames::Keep keeps; merge with IoNames::PrefixOnCollision or "
                                   "PrefixAlways");

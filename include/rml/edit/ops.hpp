@@ -83,7 +83,9 @@ struct Conv2dOptions {
 /// NCHW convolution; `w` is [O, C/groups, kH, kW]; `bias` [O] is optional.
 inline Tensor conv2d(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias = std::nullopt,
                      const Conv2dOptions& options = {}) {
-  Attrs attrs{{"strides", options.strides}, {"pads", options.pads}, {"dilations", options.dilations},
+  Attrs attrs{{"strides", options.strides},
+              {"pads", options.pads},
+              {"dilations", options.dilations},
               {"groups", options.groups}};
   if (bias) {
     const Tensor in[] = {x, w, *bias};
@@ -93,7 +95,8 @@ inline Tensor conv2d(const Tensor& x, const Tensor& w, const std::optional<Tenso
   return rml::detail::apply_op1("conv2d", in, std::move(attrs));
 }
 /// `strides` empty = the kernel.
-inline Tensor max_pool2d(const Tensor& x, const Ints& kernel, const Ints& strides = {}, const Ints& pads = {0, 0, 0, 0}) {
+inline Tensor max_pool2d(const Tensor& x, const Ints& kernel, const Ints& strides = {},
+                         const Ints& pads = {0, 0, 0, 0}) {
   Attrs attrs{{"kernel", kernel}, {"pads", pads}};
   if (!strides.empty()) attrs.emplace("strides", strides);
   return detail::unary("max_pool2d", x, std::move(attrs));
@@ -134,7 +137,8 @@ inline Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis) {
   return rml::detail::apply_op1("concat", xs, {{"axis", axis}});
 }
 /// NumPy-style slicing with clamping; `axes` empty = the first len(starts) axes, `steps` empty = 1.
-inline Tensor slice(const Tensor& x, const Ints& starts, const Ints& ends, const Ints& axes = {}, const Ints& steps = {}) {
+inline Tensor slice(const Tensor& x, const Ints& starts, const Ints& ends, const Ints& axes = {},
+                    const Ints& steps = {}) {
   Attrs attrs{{"starts", starts}, {"ends", ends}};
   if (!axes.empty()) attrs.emplace("axes", axes);
   if (!steps.empty()) attrs.emplace("steps", steps);
@@ -154,6 +158,8 @@ inline Tensor gather(const Tensor& data, const Tensor& indices, std::int64_t axi
   const Tensor in[] = {data, indices};
   return rml::detail::apply_op1("gather", in, {{"axis", axis}});
 }
-inline Tensor cast(const Tensor& x, DType to) { return detail::unary("cast", x, {{"to", std::string(dtype_name(to))}}); }
+inline Tensor cast(const Tensor& x, DType to) {
+  return detail::unary("cast", x, {{"to", std::string(dtype_name(to))}});
+}
 
 }  // namespace rml::ops

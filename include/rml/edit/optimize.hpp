@@ -65,7 +65,8 @@ inline bool constant_is(const ConstantDef* c, float x) {
 }
 
 /// The input a node passes through unchanged, if it is an identity on its input's type.
-inline std::optional<ValueId> identity_input(const GraphDef& def, const std::vector<ValueSource>& src, const NodeDef& n) {
+inline std::optional<ValueId> identity_input(const GraphDef& def, const std::vector<ValueSource>& src,
+                                             const NodeDef& n) {
   if (n.inputs.empty() || n.outputs.size() != 1) return std::nullopt;
   const TensorType& out = def.values[n.outputs[0]].type;
   const auto same = [&](std::size_t i) { return i < n.inputs.size() && def.values[n.inputs[i]].type == out; };
@@ -110,7 +111,8 @@ inline std::optional<ValueId> identity_input(const GraphDef& def, const std::vec
     case OpCode::Div:
       if (same(0) && constant_is(constant_of(def, src, n.inputs[1]), 1.0F)) return n.inputs[0];
       break;
-    default: break;
+    default:
+      break;
   }
   return std::nullopt;
 }

@@ -47,7 +47,8 @@ inline Status finalize_graph(Graph& graph) {
   if (one_device) {
     auto program = hooks->compile(def, 0);
     if (!program.ok()) return program.error().with_prefix("finalize: ");
-    compiled->stages.push_back({def.nodes.empty() ? graph.device() : def.nodes.front().device, std::move(*program), {}, {}});
+    compiled->stages.push_back(
+        {def.nodes.empty() ? graph.device() : def.nodes.front().device, std::move(*program), {}, {}});
   } else {
     // Stages: maximal runs of consecutive nodes on one device, always in forward order.
     RML_RETURN_IF_ERROR(check_structure(def, "finalize"));
@@ -66,7 +67,8 @@ inline Status finalize_graph(Graph& graph) {
     for (std::size_t s = 0; s < split.parts.size(); ++s) {
       const Graph& part = split.parts[s].graph;
       auto program = hooks->compile(part.def(), 0);
-      if (!program.ok()) return program.error().with_prefix("finalize: the stage on " + part.device().to_string() + ": ");
+      if (!program.ok())
+        return program.error().with_prefix("finalize: the stage on " + part.device().to_string() + ": ");
       compiled->stages.push_back({part.device(), std::move(*program), part.input_names(), part.output_names()});
     }
     compiled->inputs = graph.input_names();

@@ -104,7 +104,8 @@ inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::ui
     if (home[v] == kNoPart) continue;
     for (std::uint32_t r : readers[v]) {
       const std::uint32_t q = rank[part_of[r]];
-      if (q != home[v] && std::find(read_in[v].begin(), read_in[v].end(), q) == read_in[v].end()) read_in[v].push_back(q);
+      if (q != home[v] && std::find(read_in[v].begin(), read_in[v].end(), q) == read_in[v].end())
+        read_in[v].push_back(q);
     }
     std::sort(read_in[v].begin(), read_in[v].end());
     if (read_in[v].empty()) continue;
@@ -154,7 +155,8 @@ inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::ui
     for (ValueId& v : n.inputs) v = remap[q][v];
     for (ValueId& v : n.outputs) {
       const ValueId old = v;
-      v = add_value(q, old, !crossing_name[old].empty() && !is_output[old] ? crossing_name[old] : source.values[old].name);
+      v = add_value(q, old,
+                    !crossing_name[old].empty() && !is_output[old] ? crossing_name[old] : source.values[old].name);
     }
     defs[q].nodes.push_back(std::move(n));
   }
@@ -182,7 +184,8 @@ inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::ui
         d.nodes.push_back(std::move(copy));
       }
       d.outputs.push_back(mine);
-      for (std::uint32_t r : read_in[v]) result.connections.push_back({{names[order[q]], crossing_name[v]}, {names[order[r]], crossing_name[v]}});
+      for (std::uint32_t r : read_in[v])
+        result.connections.push_back({{names[order[q]], crossing_name[v]}, {names[order[r]], crossing_name[v]}});
     }
   }
   const Device device = graph.device();
@@ -232,7 +235,8 @@ inline Result<SplitGraph> split(Graph& graph, const ValueCut& cut) {
   for (const Value& v : cut.values) RML_RETURN_IF_ERROR(detail::check_view_of(graph, v, "split", "value"));
   for (const Node& n : cut.before) {
     RML_RETURN_IF_ERROR(detail::check_view_of(graph, n, "split", "node"));
-    if (n.kind() != NodeKind::op) return invalid_argument("split: the cut's before-set holds the input '" + n.name() + "'");
+    if (n.kind() != NodeKind::op)
+      return invalid_argument("split: the cut's before-set holds the input '" + n.name() + "'");
     before[n.index() - n_inputs] = true;
   }
   const auto src = detail::value_sources(def);
@@ -267,8 +271,7 @@ inline Result<SplitGraph> split(Graph& graph, const ValueCut& cut) {
 /// other exception; INVALID_ARGUMENT for a bad part name, parts that depend on each other in a
 /// cycle, or a consumed or malformed graph; FAILED_PRECONDITION for a finalized graph.
 template <typename Partition>
-  requires std::invocable<Partition&, const Node&>
-Result<SplitGraph> split(Graph& graph, Partition&& partition) {
+requires std::invocable<Partition&, const Node&> Result<SplitGraph> split(Graph& graph, Partition&& partition) {
   RML_RETURN_IF_ERROR(detail::check_splittable(graph, "split"));
   const GraphDef& def = graph.def();
   if (def.nodes.empty()) return invalid_argument("split: the graph has no operators");

@@ -64,7 +64,8 @@ inline std::vector<Tensor> apply_op(std::string_view op, std::span<const Tensor>
   for (const Tensor& t : inputs) {
     if (!t.is_symbolic()) continue;
     const auto& s = t.symbolic_value()->trace;
-    if (trace && trace != s) throw Error(Code::invalid_argument, std::string(op) + ": the inputs come from two different traces");
+    if (trace && trace != s)
+      throw Error(Code::invalid_argument, std::string(op) + ": the inputs come from two different traces");
     trace = s;
   }
   if (!trace) {
@@ -135,7 +136,8 @@ inline Result<Graph> trace(const TraceFunction& fn, const std::vector<TensorSpec
   for (std::size_t i = 0; i < signature.size(); ++i) {
     const TensorSpec& spec = signature[i];
     if (spec.name.empty() || !seen.insert(spec.name).second)
-      return invalid_argument("trace: input " + std::to_string(i) + " needs a name of its own, got '" + spec.name + "'");
+      return invalid_argument("trace: input " + std::to_string(i) + " needs a name of its own, got '" + spec.name +
+                              "'");
     TensorType type{spec.dtype, spec.shape};
     if (!type.checked_nbytes() || spec.dtype >= DType::count_)
       return invalid_argument("trace: input '" + spec.name + "' has the invalid type " + type.to_string());
@@ -163,7 +165,8 @@ inline Result<Graph> trace(const TraceFunction& fn, const std::vector<TensorSpec
     const Tensor& t = outputs[o];
     std::string out_name = output_names.empty() ? "output_" + std::to_string(o) : output_names[o];
     if (out_name.empty() || !out_seen.insert(out_name).second || (seen.count(out_name) && !output_names.empty()))
-      return invalid_argument("trace: output " + std::to_string(o) + " needs a name of its own, got '" + out_name + "'");
+      return invalid_argument("trace: output " + std::to_string(o) + " needs a name of its own, got '" + out_name +
+                              "'");
     if (!t.is_symbolic() || t.symbolic_value()->trace != state)
       return invalid_argument("trace: output " + std::to_string(o) + " ('" + out_name +
                               "') is not a value of this trace; return what the ops computed from the inputs");

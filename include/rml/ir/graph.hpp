@@ -50,8 +50,7 @@ struct Origin {
 
 /// An attribute: integer, float, bool, string, or a list of integers or floats.
 /// The alternative order is stored in files: append only.
-using AttrValue =
-    std::variant<std::int64_t, double, bool, std::string, std::vector<std::int64_t>, std::vector<double>>;
+using AttrValue = std::variant<std::int64_t, double, bool, std::string, std::vector<std::int64_t>, std::vector<double>>;
 
 /// Attributes by name, sorted (so printing and saving are deterministic).
 using Attrs = std::map<std::string, AttrValue, std::less<>>;
@@ -91,9 +90,9 @@ struct NodeDef {
   Device device;
 
   static constexpr auto fields() {
-    return std::tuple{field("op", &NodeDef::op),         field("inputs", &NodeDef::inputs),
+    return std::tuple{field("op", &NodeDef::op),           field("inputs", &NodeDef::inputs),
                       field("outputs", &NodeDef::outputs), field("name", &NodeDef::name),
-                      field("attrs", &NodeDef::attrs),   field("origin", &NodeDef::origin),
+                      field("attrs", &NodeDef::attrs),     field("origin", &NodeDef::origin),
                       field("device", &NodeDef::device)};
   }
 };
@@ -111,10 +110,10 @@ struct GraphDef {
   std::map<std::string, std::string, std::less<>> metadata;
 
   static constexpr auto fields() {
-    return std::tuple{field("name", &GraphDef::name),           field("producer", &GraphDef::producer),
-                      field("values", &GraphDef::values),       field("inputs", &GraphDef::inputs),
-                      field("outputs", &GraphDef::outputs),     field("constants", &GraphDef::constants),
-                      field("nodes", &GraphDef::nodes),         field("metadata", &GraphDef::metadata)};
+    return std::tuple{field("name", &GraphDef::name),       field("producer", &GraphDef::producer),
+                      field("values", &GraphDef::values),   field("inputs", &GraphDef::inputs),
+                      field("outputs", &GraphDef::outputs), field("constants", &GraphDef::constants),
+                      field("nodes", &GraphDef::nodes),     field("metadata", &GraphDef::metadata)};
   }
 };
 

@@ -44,7 +44,8 @@ inline std::vector<ValueSource> value_sources(const GraphDef& def) {
     set(def.constants[i].value, {ValueSource::Kind::constant, static_cast<std::uint32_t>(i), 0});
   for (std::size_t n = 0; n < def.nodes.size(); ++n)
     for (std::size_t p = 0; p < def.nodes[n].outputs.size(); ++p)
-      set(def.nodes[n].outputs[p], {ValueSource::Kind::node, static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(p)});
+      set(def.nodes[n].outputs[p],
+          {ValueSource::Kind::node, static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(p)});
   return src;
 }
 
@@ -65,10 +66,14 @@ inline std::string op_display_name(const GraphDef& def, std::size_t op_index) {
 inline std::string value_display_name(const GraphDef& def, ValueId v, const ValueSource& src) {
   if (v < def.values.size() && !def.values[v].name.empty()) return def.values[v].name;
   switch (src.kind) {
-    case ValueSource::Kind::node: return op_display_name(def, src.index) + "_" + std::to_string(src.port);
-    case ValueSource::Kind::input: return "input_" + std::to_string(src.index);
-    case ValueSource::Kind::constant: return "const_" + std::to_string(v);
-    case ValueSource::Kind::none: break;
+    case ValueSource::Kind::node:
+      return op_display_name(def, src.index) + "_" + std::to_string(src.port);
+    case ValueSource::Kind::input:
+      return "input_" + std::to_string(src.index);
+    case ValueSource::Kind::constant:
+      return "const_" + std::to_string(v);
+    case ValueSource::Kind::none:
+      break;
   }
   return "v" + std::to_string(v);
 }
@@ -279,7 +284,8 @@ inline Result<std::vector<Value>> Node::inputs() const {
   std::vector<Value> out;
   if (kind_ == NodeKind::input) return out;
   const auto src = detail::value_sources(body->def);
-  for (ValueId v : body->def.nodes[op_index(body->def)].inputs) out.push_back(detail::ViewAccess::value(body, v, src[v]));
+  for (ValueId v : body->def.nodes[op_index(body->def)].inputs)
+    out.push_back(detail::ViewAccess::value(body, v, src[v]));
   return out;
 }
 
@@ -375,7 +381,8 @@ inline std::optional<std::size_t> find_node_position(const GraphDef& def, const 
 inline Result<Node> Graph::node(std::string_view name) const {
   if (body_) {
     const auto src = detail::value_sources(def());
-    if (const auto position = detail::find_node_position(def(), src, name)) return detail::ViewAccess::node(body_, *position);
+    if (const auto position = detail::find_node_position(def(), src, name))
+      return detail::ViewAccess::node(body_, *position);
   }
   return not_found("graph '" + this->name() + "' has no node named '" + std::string(name) + "'");
 }
@@ -384,7 +391,8 @@ inline std::vector<Node> Graph::find_nodes(OpCode code) const {
   std::vector<Node> out;
   if (!body_) return out;
   for (std::size_t i = 0; i < def().nodes.size(); ++i)
-    if (detail::node_op_code(def().nodes[i]) == code) out.push_back(detail::ViewAccess::node(body_, def().inputs.size() + i));
+    if (detail::node_op_code(def().nodes[i]) == code)
+      out.push_back(detail::ViewAccess::node(body_, def().inputs.size() + i));
   return out;
 }
 
@@ -407,7 +415,8 @@ inline Result<Value> Graph::value(std::string_view name) const {
     if (const auto parts = detail::split_index_suffix(name)) {
       std::optional<ValueId> v;
       if (const auto position = detail::find_node_position(d, src, parts->first);
-          position && *position >= d.inputs.size() && parts->second < d.nodes[*position - d.inputs.size()].outputs.size())
+          position && *position >= d.inputs.size() &&
+          parts->second < d.nodes[*position - d.inputs.size()].outputs.size())
         v = d.nodes[*position - d.inputs.size()].outputs[parts->second];
       else if (parts->first == "input" && parts->second < d.inputs.size())
         v = d.inputs[parts->second];

@@ -71,12 +71,14 @@ inline Status check_structure(const GraphDef& def, std::string_view call) {
     return invalid_argument(std::string(call) + ": the graph is malformed: " + what);
   };
   const auto define = [&](ValueId v, const std::string& where) -> Status {
-    if (v >= n) return fail(where + " names value " + std::to_string(v) + ", beyond the " + std::to_string(n) + " values");
+    if (v >= n)
+      return fail(where + " names value " + std::to_string(v) + ", beyond the " + std::to_string(n) + " values");
     if (defined[v]) return fail(where + " defines value " + std::to_string(v) + " a second time");
     defined[v] = true;
     return {};
   };
-  for (std::size_t i = 0; i < def.inputs.size(); ++i) RML_RETURN_IF_ERROR(define(def.inputs[i], "inputs[" + std::to_string(i) + "]"));
+  for (std::size_t i = 0; i < def.inputs.size(); ++i)
+    RML_RETURN_IF_ERROR(define(def.inputs[i], "inputs[" + std::to_string(i) + "]"));
   for (std::size_t i = 0; i < def.constants.size(); ++i)
     RML_RETURN_IF_ERROR(define(def.constants[i].value, "constants[" + std::to_string(i) + "]"));
   for (std::size_t i = 0; i < def.nodes.size(); ++i) {
