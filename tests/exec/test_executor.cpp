@@ -169,16 +169,17 @@ TEST_CASE("run_into allocates nothing in steady state") {
   }
 }
 
-TEST_CASE("concurrent runs on one executor give identical outputs") {
-  auto exec = Executor::create(mlp(), {2}).value();
-  const Tensor x = expected_mlp("x");
-  const Tensor want = exec.run({x}).value()[0];
+namespace {
+
+/// Runs `exec` from 8 threads, `runs` times each; counts results that differ from a lone run.
+void hammer(const Executor& exec, const std::vector<Tensor>& inputs, int runs) {
+  const Tensor want = exec.run(inputs).value()[0];
   std::atomic<int> mismatches{0}, failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
-      for (int i = 0; i < 200; ++i) {
-        auto out = exec.run({x});
+      for (int i = 0; i < runs; ++i) {
+        auto out = exec.run(inputs);
         if (!out.ok()) ++failures;
         else if (!(*out)[0].equal(want)) ++mismatches;
       }
@@ -187,6 +188,31 @@ TEST_CASE("concurrent runs on one executor give identical outputs") {
   for (auto& t : threads) t.join();
   CHECK(failures.load() == 0);
   CHECK(mismatches.load() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("concurrent runs on one executor give identical outputs") {
+  hammer(Executor::create(mlp(), {2}).value(), {expected_mlp("x")}, 200);
+  // A matmul big enough to split over the executor's pool: runs share the pool and the packed weights.
+  GraphDef g;
+  g.values = {{"x", f32({64, 256})}, {"w", f32({256, 128})}, {"", f32({64, 128})}, {"y", f32({64, 128})}};
+  g.inputs = {0};
+  g.outputs = {3};
+  std::vector<float> w(256 * 128), x(64 * 256);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) * 0.25f - 0.75f;
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 5) * 0.5f - 1.0f;
+  g.constants = {{1, "", Tensor::from_vector(w, Shape{256, 128}), false}};
+  NodeDef mm;
+  mm.op = "matmul";
+  mm.inputs = {0, 1};
+  mm.outputs = {2};
+  NodeDef relu;
+  relu.op = "relu";
+  relu.inputs = {2};
+  relu.outputs = {3};
+  g.nodes = {mm, relu};
+  hammer(Executor::create(Graph(g), {2}).value(), {Tensor::from_vector(x, Shape{64, 256})}, 25);
 }
 
 TEST_CASE("gather reports a bad index as OUT_OF_RANGE and reads nothing out of bounds") {
