@@ -56,17 +56,23 @@ TEST_CASE("every field kind round-trips") {
   e.blob = {0, 1, 2, 255};
   e.bits = {true, false, true};
   e.origin = Origin{"layers.2", "model.py", 41};
-  e.attrs = {{"i", std::int64_t{-7}},
-             {"d", 2.5},
-             {"b", false},
-             {"s", std::string("tanh")},
-             {"li", std::vector<std::int64_t>{1, -2, 1LL << 40}},
-             {"ld", std::vector<double>{}}};
+  e.attrs = {
+      {"i", std::int64_t{-7}},
+      {"d", 2.5},
+      {"b", false},
+      {"s", std::string("tanh")},
+      {"li", std::vector<std::int64_t>{1, -2, -33, -129, -32769, -2147483649LL, 255, 65535, 4294967295LL, 1LL << 40}},
+      {"ld", std::vector<double>{}}};
   e.table = {{-1, {1.0, 2.0}}, {70000, {}}};
   e.tensor = Tensor::from_vector<std::int32_t>({1, -2, 3, 1 << 30, -(1 << 30), 0}, {2, 3});
   e.point = std::make_shared<Point>(Point{3, -4});
 
   const auto bytes = serialize(e);
+  // An independent decoder reads the integers of every width as written.
+  auto handle = decode(bytes);
+  const msgpack::object& li = *find_key(*find_key(*find_key(handle.get(), "root"), "attrs"), "li");
+  CHECK(li.via.array.ptr[0].as<int>() == 4);
+  CHECK(li.via.array.ptr[1].as<std::vector<std::int64_t>>() == std::get<4>(e.attrs.at("li")));
   auto back = deserialize<Everything>(bytes);
   REQUIRE(back.ok());
   CHECK(assert_structural_equal(e, *back).ok());
