@@ -99,7 +99,9 @@ class GraphJsonParser {
   };
 
   // ---- error text ----
-  static Status bad(const JsonPath& where, const std::string& what) { return invalid_argument(where.str() + ": " + what); }
+  static Status bad(const JsonPath& where, const std::string& what) {
+    return invalid_argument(where.str() + ": " + what);
+  }
   static Status bad(const std::string& where, const std::string& what) { return invalid_argument(where + ": " + what); }
   Status syntax_error(simdjson::error_code e) {
     std::string where;
@@ -171,6 +173,20 @@ class GraphJsonParser {
     }
     return {};
   }
+  // Calls f(where, object) for each element of the list `v`, each of which must be an object.
+  template <typename F>
+  Status each_object(sj::value v, const JsonPath& path, F&& f) {
+    sj::array arr;
+    RML_RETURN_IF_ERROR(read_array(v, arr, path, "a list"));
+    std::size_t i = 0;
+    for (auto item : arr) {
+      const JsonPath where = path[i++];
+      sj::object obj;
+      RML_RETURN_IF_ERROR(read_object(item, obj, where));
+      RML_RETURN_IF_ERROR(f(where, obj));
+    }
+    return {};
+  }
   // A list of ids (checked for range later, once `values` is known), appended to `out`.
   Status read_ids(sj::value v, std::vector<std::int64_t>& out, std::uint32_t& count, const JsonPath& where) {
     sj::array arr;
@@ -197,7 +213,7 @@ class GraphJsonParser {
       if (e == simdjson::INCORRECT_TYPE) return invalid_argument("the document must be a JSON object");
       return syntax_error(e);
     }
-    static constexpr std::string_view keys[] = {"format", "version", "producer", "name", "values",
+    static constexpr std::string_view keys[] = {"format", "version", "producer",  "name",  "values",
                                                 "inputs", "outputs", "constants", "nodes", "metadata"};
     const JsonPath top;
     Status s = each_field(root, JsonPath{nullptr, "document"}, keys, [&](std::size_t k, sj::value v) -> Status {
@@ -211,9 +227,12 @@ class GraphJsonParser {
           RML_RETURN_IF_ERROR(read_int(v, version_, here));
           have_version_ = true;
           return {};
-        case 2: return read_string(v, def_.producer, here);
-        case 3: return read_string(v, def_.name, here);
-        case 4: return read_values(v, here);
+        case 2:
+          return read_string(v, def_.producer, here);
+        case 3:
+          return read_string(v, def_.name, here);
+        case 4:
+          return read_values(v, here);
         case 5: {
           std::uint32_t n = 0;
           have_inputs_ = true;
@@ -224,18 +243,24 @@ class GraphJsonParser {
           have_outputs_ = true;
           return read_ids(v, outputs_, n, here);
         }
-        case 7: return read_constants(v, here);
-        case 8: return read_nodes(v, here);
-        default: return read_metadata(v, here);
+        case 7:
+          return read_constants(v, here);
+        case 8:
+          return read_nodes(v, here);
+        default:
+          return read_metadata(v, here);
       }
     });
     if (const char* rest = nullptr; s.ok() && !doc.current_location().get(rest))
       s = invalid_argument("not valid JSON: content after the top-level object");
     doc_ = nullptr;
     if (!s.ok()) return s;
-    if (!have_values_) return invalid_argument("values: missing (an rml-graph lists values, inputs, outputs and nodes)");
-    if (!have_inputs_) return invalid_argument("inputs: missing (an rml-graph lists values, inputs, outputs and nodes)");
-    if (!have_outputs_) return invalid_argument("outputs: missing (an rml-graph lists values, inputs, outputs and nodes)");
+    if (!have_values_)
+      return invalid_argument("values: missing (an rml-graph lists values, inputs, outputs and nodes)");
+    if (!have_inputs_)
+      return invalid_argument("inputs: missing (an rml-graph lists values, inputs, outputs and nodes)");
+    if (!have_outputs_)
+      return invalid_argument("outputs: missing (an rml-graph lists values, inputs, outputs and nodes)");
     if (!have_nodes_) return invalid_argument("nodes: missing (an rml-graph lists values, inputs, outputs and nodes)");
     return {};
   }
@@ -253,14 +278,8 @@ class GraphJsonParser {
 
   Status read_values(sj::value v, const JsonPath& path) {
     have_values_ = true;
-    sj::array arr;
-    RML_RETURN_IF_ERROR(read_array(v, arr, path, "a list"));
     static constexpr std::string_view keys[] = {"name", "dtype", "shape"};
-    std::size_t i = 0;
-    for (auto item : arr) {
-      const JsonPath where = path[i];
-      sj::object obj;
-      RML_RETURN_IF_ERROR(read_object(item, obj, where));
+    return each_object(v, path, [&](const JsonPath& where, sj::object& obj) -> Status {
       ValueDef value;
       bool have_dtype = false;
       bool have_shape = false;
@@ -294,20 +313,13 @@ class GraphJsonParser {
       if (!have_dtype) return bad(where, "dtype is missing");
       if (!have_shape) return bad(where, "shape is missing");
       def_.values.push_back(std::move(value));
-      ++i;
-    }
-    return {};
+      return {};
+    });
   }
 
   Status read_constants(sj::value v, const JsonPath& path) {
-    sj::array arr;
-    RML_RETURN_IF_ERROR(read_array(v, arr, path, "a list"));
     static constexpr std::string_view keys[] = {"value", "tensor", "data"};
-    std::size_t i = 0;
-    for (auto item : arr) {
-      const JsonPath where = path[i];
-      sj::object obj;
-      RML_RETURN_IF_ERROR(read_object(item, obj, where));
+    return each_object(v, path, [&](const JsonPath& where, sj::object& obj) -> Status {
       RawConstant c;
       bool have_value = false;
       RML_RETURN_IF_ERROR(each_field(obj, where, keys, [&](std::size_t k, sj::value f) -> Status {
@@ -335,9 +347,8 @@ class GraphJsonParser {
       if (!have_value) return bad(where, "value is missing");
       if (c.tensor.has_value() == c.has_data) return bad(where, "needs exactly one of \"tensor\" and \"data\"");
       constants_.push_back(std::move(c));
-      ++i;
-    }
-    return {};
+      return {};
+    });
   }
 
   template <typename V>
@@ -356,14 +367,8 @@ class GraphJsonParser {
 
   Status read_nodes(sj::value v, const JsonPath& path) {
     have_nodes_ = true;
-    sj::array arr;
-    RML_RETURN_IF_ERROR(read_array(v, arr, path, "a list"));
     static constexpr std::string_view keys[] = {"op", "inputs", "outputs", "name", "attrs", "origin", "device"};
-    std::size_t i = 0;
-    for (auto item : arr) {
-      const JsonPath where = path[i];
-      sj::object obj;
-      RML_RETURN_IF_ERROR(read_object(item, obj, where));
+    return each_object(v, path, [&](const JsonPath& where, sj::object& obj) -> Status {
       NodeDef node;
       // Inputs and outputs may come in either order; keep each list apart until both are read.
       std::vector<std::int64_t>& ins = scratch_inputs_;
@@ -381,16 +386,24 @@ class GraphJsonParser {
             RML_RETURN_IF_ERROR(read_string(f, node.op, where / "op"));
             if (node.op.empty()) return bad(where / "op", "is empty");
             return {};
-          case 1: have_inputs = true; return read_ids(f, ins, ids.inputs, where / "inputs");
-          case 2: have_outputs = true; return read_ids(f, outs, ids.outputs, where / "outputs");
-          case 3: return read_string(f, node.name, where / "name");
-          case 4: return read_attrs(f, node.attrs, where / "attrs");
-          case 5: return read_origin(f, node.origin, where / "origin");
+          case 1:
+            have_inputs = true;
+            return read_ids(f, ins, ids.inputs, where / "inputs");
+          case 2:
+            have_outputs = true;
+            return read_ids(f, outs, ids.outputs, where / "outputs");
+          case 3:
+            return read_string(f, node.name, where / "name");
+          case 4:
+            return read_attrs(f, node.attrs, where / "attrs");
+          case 5:
+            return read_origin(f, node.origin, where / "origin");
           default: {
             std::string_view text;
             if (auto e = f.get_string().get(text); e) return read_error(e, where / "device", "a string");
             const auto device = Device::parse(text);
-            if (!device) return bad(where / "device", "'" + std::string(text) + "' is not a device (cpu, cpu:N, gpu, gpu:N)");
+            if (!device)
+              return bad(where / "device", "'" + std::string(text) + "' is not a device (cpu, cpu:N, gpu, gpu:N)");
             node.device = *device;
             return {};
           }
@@ -404,9 +417,8 @@ class GraphJsonParser {
       node_ids_.insert(node_ids_.end(), outs.begin(), outs.end());
       raw_nodes_.push_back(ids);
       def_.nodes.push_back(std::move(node));
-      ++i;
-    }
-    return {};
+      return {};
+    });
   }
 
   Status read_attrs(sj::value v, Attrs& attrs, const JsonPath& where) {
@@ -481,11 +493,14 @@ class GraphJsonParser {
             floats.push_back(d);
           }
         }
-        if (is_float) value = std::move(floats);
-        else value = std::move(ints);
+        if (is_float)
+          value = std::move(floats);
+        else
+          value = std::move(ints);
         return {};
       }
-      default: return bad(here, "must be an integer, a float, a boolean, a string, or a list of numbers");
+      default:
+        return bad(here, "must be an integer, a float, a boolean, a string, or a list of numbers");
     }
   }
 
@@ -555,8 +570,8 @@ class GraphJsonParser {
       const RawNodeIds& raw = raw_nodes_[i];
       const JsonPath node = nodes[i];
       RML_RETURN_IF_ERROR(convert_ids(node_ids_.data() + raw.begin, raw.inputs, def_.nodes[i].inputs, node / "inputs"));
-      RML_RETURN_IF_ERROR(convert_ids(node_ids_.data() + raw.begin + raw.inputs, raw.outputs, def_.nodes[i].outputs,
-                                      node / "outputs"));
+      RML_RETURN_IF_ERROR(
+          convert_ids(node_ids_.data() + raw.begin + raw.inputs, raw.outputs, def_.nodes[i].outputs, node / "outputs"));
     }
     return {};
   }
@@ -568,10 +583,14 @@ class GraphJsonParser {
     std::uint32_t port = 0;   // the node's output position
     [[nodiscard]] std::string str() const {
       switch (kind) {
-        case input: return "inputs[" + std::to_string(index) + "]";
-        case constant: return "constants[" + std::to_string(index) + "]";
-        case node: return "nodes[" + std::to_string(index) + "].outputs[" + std::to_string(port) + "]";
-        default: return "nothing";
+        case input:
+          return "inputs[" + std::to_string(index) + "]";
+        case constant:
+          return "constants[" + std::to_string(index) + "]";
+        case node:
+          return "nodes[" + std::to_string(index) + "].outputs[" + std::to_string(port) + "]";
+        default:
+          return "nothing";
       }
     }
   };
@@ -586,7 +605,8 @@ class GraphJsonParser {
     };
     const JsonPath top;
     for (std::size_t i = 0; i < def_.inputs.size(); ++i)
-      RML_RETURN_IF_ERROR(define(def_.inputs[i], {Definition::input, static_cast<std::uint32_t>(i), 0}, (top / "inputs")[i]));
+      RML_RETURN_IF_ERROR(
+          define(def_.inputs[i], {Definition::input, static_cast<std::uint32_t>(i), 0}, (top / "inputs")[i]));
     for (std::size_t i = 0; i < constants_.size(); ++i)
       RML_RETURN_IF_ERROR(define(static_cast<ValueId>(constants_[i].value),
                                  {Definition::constant, static_cast<std::uint32_t>(i), 0}, (top / "constants")[i]));
@@ -594,8 +614,9 @@ class GraphJsonParser {
       const NodeDef& node = def_.nodes[n];
       for (std::size_t k = 0; k < node.inputs.size(); ++k)
         if (defined[node.inputs[k]].kind == Definition::none)
-          return bad(((top / "nodes")[n] / "inputs")[k],
-                     value_label(node.inputs[k]) + " is read before it is defined (nodes must be in topological order)");
+          return bad(
+              ((top / "nodes")[n] / "inputs")[k],
+              value_label(node.inputs[k]) + " is read before it is defined (nodes must be in topological order)");
       for (std::size_t k = 0; k < node.outputs.size(); ++k)
         RML_RETURN_IF_ERROR(define(node.outputs[k],
                                    {Definition::node, static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(k)},
@@ -603,7 +624,8 @@ class GraphJsonParser {
     }
     for (std::size_t id = 0; id < defined.size(); ++id)
       if (defined[id].kind == Definition::none)
-        return bad((top / "values")[id], value_label(id) + " is never defined (not an input, a constant or a node output)");
+        return bad((top / "values")[id],
+                   value_label(id) + " is never defined (not an input, a constant or a node output)");
     return {};
   }
 
@@ -639,7 +661,8 @@ class GraphJsonParser {
         const auto n = type.shape.numel();
         if (static_cast<std::int64_t>(raw.data.size()) != n)
           return bad(where / "data", std::to_string(raw.data.size()) + " numbers, but " + value_label(id) +
-                                         " is recorded as " + type.to_string() + " (" + std::to_string(n) + " elements)");
+                                         " is recorded as " + type.to_string() + " (" + std::to_string(n) +
+                                         " elements)");
         if (type.dtype == DType::i32) {
           for (std::size_t k = 0; k < raw.data.size(); ++k) {
             const double d = raw.data[k];
