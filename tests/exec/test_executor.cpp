@@ -76,6 +76,13 @@ Tensor expected_mlp(const char* name) {
 
 TensorType f32(Shape s) { return {DType::f32, std::move(s)}; }
 
+/// `count` pseudo-random floats in [-0.5, 0.5), reproducible from `seed`.
+std::vector<float> values(std::int64_t count, unsigned seed) {
+  std::vector<float> v(static_cast<std::size_t>(count));
+  for (float& x : v) x = static_cast<float>((seed = seed * 1103515245u + 12345u) >> 9) / 8388608.0f - 0.5f;
+  return v;
+}
+
 /// x [64, 64] -> add c0 -> add c1 -> ... (n adds; binary ops are never fused with each other).
 Graph add_chain(int n) {
   GraphDef g;
@@ -239,11 +246,6 @@ TEST_CASE("run_node refuses what compile_op refuses") {
 TEST_CASE("a constant matmul with bias and relu over several packed blocks matches a plain loop") {
   // 37 x 700 @ 700 x 150 + bias, relu: several depth blocks, and column blocks split over threads.
   const std::int64_t m = 37, k = 700, n = 150;
-  auto values = [](std::int64_t count, unsigned seed) {
-    std::vector<float> v(static_cast<std::size_t>(count));
-    for (float& x : v) x = static_cast<float>((seed = seed * 1103515245u + 12345u) >> 9) / 8388608.0f - 0.5f;
-    return v;
-  };
   const auto a = values(m * k, 1), b = values(k * n, 2), bias = values(n, 3);
   GraphDef g;
   g.values = {{"x", f32({m, k})}, {"w", f32({k, n})}, {"b", f32({n})}, {"", f32({m, n})}, {"", f32({m, n})},
@@ -284,11 +286,6 @@ TEST_CASE("a constant matmul with bias and relu over several packed blocks match
 TEST_CASE("conv2d over several im2col tiles, with fused relu, matches a plain loop") {
   // 16 900 output positions of 18 im2col rows: more than one tile, so tiles split over threads.
   const std::int64_t c = 2, h = 130, w = 130, o = 3;
-  auto values = [](std::int64_t count, unsigned seed) {
-    std::vector<float> v(static_cast<std::size_t>(count));
-    for (float& x : v) x = static_cast<float>((seed = seed * 1103515245u + 12345u) >> 9) / 8388608.0f - 0.5f;
-    return v;
-  };
   const auto x = values(c * h * w, 7), wt = values(o * c * 9, 8), bias = values(o, 9);
   GraphDef g;
   g.values = {{"x", f32({1, c, h, w})}, {"w", f32({o, c, 3, 3})}, {"b", f32({o})}, {"", f32({1, o, h, w})},

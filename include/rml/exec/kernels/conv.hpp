@@ -33,19 +33,22 @@ inline bool conv_is_pointwise(const Conv2dPlan& p) noexcept {
 }
 inline bool conv_is_depthwise(const Conv2dPlan& p) noexcept { return p.cg == 1 && p.og == 1; }
 
-/// Output positions per im2col tile: the tile's [cg * kh * kw, tile] columns stay near 1 MiB, so
-/// they are still in cache when the GEMM reads them.
-inline std::int64_t conv_tile(const Conv2dPlan& p) noexcept {
-  const std::int64_t kdim = std::max<std::int64_t>(p.cg * p.kh * p.kw, 1);
-  const std::int64_t t = std::max<std::int64_t>(64, ((std::int64_t{1} << 18) / kdim) / 16 * 16);
-  return std::min(t, std::max<std::int64_t>(p.oh * p.ow, 1));
+/// Output positions per im2col tile on `threads` threads: one tile per thread when each gets at
+/// least 256 positions (each thread then runs im2col and a GEMM on its own columns), otherwise
+/// a single tile whose GEMM splits over the threads. More tiles than threads would only make
+/// Eigen pack the weights once more per tile.
+inline std::int64_t conv_tile(const Conv2dPlan& p, std::int64_t threads) noexcept {
+  const std::int64_t plane = std::max<std::int64_t>(p.oh * p.ow, 1);
+  const std::int64_t per = (plane + threads - 1) / threads;
+  return threads > 1 && per >= 256 ? std::min(plane, (per + 15) / 16 * 16) : plane;
 }
 
-/// Scratch bytes conv2d needs: one im2col tile per thread.
+/// Scratch bytes conv2d needs on `threads` threads: one im2col tile per thread that has one.
 inline std::size_t conv_scratch_bytes(const Conv2dPlan& p, int threads) noexcept {
   if (conv_is_pointwise(p) || conv_is_depthwise(p)) return 0;
-  const auto per_tile = static_cast<std::size_t>(p.cg * p.kh * p.kw * conv_tile(p)) * sizeof(float);
-  return per_tile * static_cast<std::size_t>(std::max(threads, 1));
+  const std::int64_t tile = conv_tile(p, threads), plane = std::max<std::int64_t>(p.oh * p.ow, 1);
+  const std::int64_t tiles = std::min<std::int64_t>((plane + tile - 1) / tile, threads);
+  return static_cast<std::size_t>(p.cg * p.kh * p.kw * tile * tiles) * sizeof(float);
 }
 
 /// Columns [p0, p1) of the im2col matrix of one group's input `x`, into `col` (row stride p1 - p0):
@@ -124,7 +127,7 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
     return {};
   }
   const std::int64_t threads = args.pool ? args.pool->threads() : 1;
-  const std::int64_t tile = conv_tile(p), tiles = (plane_out + tile - 1) / tile;
+  const std::int64_t tile = conv_tile(p, threads), tiles = (plane_out + tile - 1) / tile;
   for (std::int64_t n = 0; n < p.n; ++n) {
     for (std::int64_t g = 0; g < p.groups; ++g) {
       const float* xg = x + (n * p.c + g * p.cg) * plane_in;
@@ -135,10 +138,9 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
         gemm(wg, xg, yg, p.og, kdim, plane_out, plane_out, args.pool, &eg, BiasAlong::rows);
         continue;
       }
-      // Tiles of output positions: im2col one tile, multiply, move on. With enough tiles each
-      // thread takes its own (and its own scratch); otherwise the GEMM splits over the threads.
-      const bool by_tiles = tiles >= threads;
-      const std::int64_t parts = by_tiles ? std::min(tiles, threads) : 1;
+      // Each tile of output positions: im2col into its own scratch, then a GEMM into its columns.
+      const bool by_tiles = tiles > 1;
+      const std::int64_t parts = std::min(tiles, threads);
       const auto run_part = [&](std::int64_t part) {
         float* col = reinterpret_cast<float*>(args.scratch) + part * kdim * tile;
         for (std::int64_t t = tiles * part / parts; t < tiles * (part + 1) / parts; ++t) {
