@@ -26,7 +26,7 @@ def write_safetensors(path, tensors, metadata=None):
     offset = 0
     blobs = []
     for name, array in tensors:
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # keeps rank 0 (ascontiguousarray would make it rank 1)
         dtype = {np.dtype("float32"): "F32", np.dtype("int32"): "I32"}[array.dtype]
         data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
         header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
