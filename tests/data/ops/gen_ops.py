@@ -12,11 +12,14 @@ Run: /usr/bin/python3 tests/data/ops/gen_ops.py  (deterministic; rewrites every 
 import json
 import math
 import os
-import struct
+
+import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from gen_fixtures import write_safetensors  # noqa: E402  (tests/data/gen_fixtures.py)
 rng = np.random.default_rng(20260)
 
 ELEMENTWISE = {"rtol": "1e-6", "atol": "1e-6"}
@@ -26,24 +29,6 @@ def tol_k(k):
     """Reductions and products: 1e-5 * sqrt(K), relative and absolute."""
     t = "%.3g" % (1e-5 * math.sqrt(max(k, 1)))
     return {"rtol": t, "atol": t}
-
-
-def write_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, array in tensors:
-        array = np.array(array, order="C")  # keeps rank 0, unlike ascontiguousarray
-        dtype = {np.dtype("float32"): "F32", np.dtype("int32"): "I32"}[array.dtype]
-        data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
 
 
 def dtype_name(a):
