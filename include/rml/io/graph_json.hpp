@@ -152,26 +152,33 @@ class GraphJsonParser {
     if (auto e = std::forward<V>(v).get_object().get(out); e) return read_error(e, where, "an object");
     return {};
   }
-  // Calls f(key, value) for each field of `obj`. `known` lists the keys the caller reads; one of
-  // them given twice is an error (other keys are ignored, so their repetition does not matter).
-  template <std::size_t N, typename F>
-  Status each_field(sj::object& obj, const JsonPath& where, const std::string_view (&known)[N], F&& f) {
-    std::uint64_t seen = 0;
-    static_assert(N <= 64);
+  // Calls f(key, value) for every field of `obj`, in order.
+  template <typename F>
+  Status each_key(sj::object& obj, F&& f) {
     for (auto fr : obj) {
       sj::field field;
       std::string_view key;
       if (auto e = std::move(fr).get(field); e) return syntax_error(e);
       if (auto e = field.unescaped_key().get(key); e) return syntax_error(e);
+      RML_RETURN_IF_ERROR(f(key, field.value()));
+    }
+    return {};
+  }
+  // Calls f(k, value) for each field of `obj` whose key is known[k]. `known` lists the keys the caller reads; one of
+  // them given twice is an error (other keys are ignored, so their repetition does not matter).
+  template <std::size_t N, typename F>
+  Status each_field(sj::object& obj, const JsonPath& where, const std::string_view (&known)[N], F&& f) {
+    std::uint64_t seen = 0;
+    static_assert(N <= 64);
+    return each_key(obj, [&](std::string_view key, sj::value value) -> Status {
       for (std::size_t k = 0; k < N; ++k) {
         if (known[k] != key) continue;
         if (seen & (std::uint64_t{1} << k)) return bad(where, "key '" + std::string(key) + "' appears twice");
         seen |= std::uint64_t{1} << k;
-        RML_RETURN_IF_ERROR(f(k, field.value()));
-        break;
+        return f(k, value);
       }
-    }
-    return {};
+      return {};
+    });
   }
   // Calls f(where, object) for each element of the list `v`, each of which must be an object.
   template <typename F>
@@ -424,17 +431,11 @@ class GraphJsonParser {
   Status read_attrs(sj::value v, Attrs& attrs, const JsonPath& where) {
     sj::object obj;
     RML_RETURN_IF_ERROR(read_object(v, obj, where));
-    for (auto fr : obj) {
-      sj::field field;
-      std::string_view key;
-      if (auto e = std::move(fr).get(field); e) return syntax_error(e);
-      if (auto e = field.unescaped_key().get(key); e) return syntax_error(e);
-      const JsonPath here = where / key;
+    return each_key(obj, [&](std::string_view key, sj::value value) -> Status {
       auto [it, inserted] = attrs.try_emplace(std::string(key));
       if (!inserted) return bad(where, "key '" + std::string(key) + "' appears twice");
-      RML_RETURN_IF_ERROR(read_attr_value(field.value(), it->second, here));
-    }
-    return {};
+      return read_attr_value(value, it->second, where / key);
+    });
   }
 
   Status read_attr_value(sj::value f, AttrValue& value, const JsonPath& here) {
@@ -521,16 +522,12 @@ class GraphJsonParser {
   Status read_metadata(sj::value v, const JsonPath& where) {
     sj::object obj;
     RML_RETURN_IF_ERROR(read_object(v, obj, where));
-    for (auto fr : obj) {
-      sj::field field;
-      std::string_view key;
-      if (auto e = std::move(fr).get(field); e) return syntax_error(e);
-      if (auto e = field.unescaped_key().get(key); e) return syntax_error(e);
+    return each_key(obj, [&](std::string_view key, sj::value value) -> Status {
       std::string text;
-      RML_RETURN_IF_ERROR(read_string(field.value(), text, where / key));
+      RML_RETURN_IF_ERROR(read_string(value, text, where / key));
       def_.metadata.insert_or_assign(std::string(key), std::move(text));
-    }
-    return {};
+      return {};
+    });
   }
 
   // ---- checks after reading ----
