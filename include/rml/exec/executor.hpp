@@ -44,7 +44,8 @@ struct Step {
   std::int64_t bias = -1;        ///< value id of a fused bias, or -1
   std::size_t scratch_offset = 0;
   std::size_t scratch_bytes = 0;
-  std::shared_ptr<const PackedWeights> packed;  ///< a constant matmul right-hand side, packed at create
+  /// Constant weights packed at create (PackedWeights for matmul, PackedConvWeights for conv2d).
+  std::shared_ptr<const void> packed;
   std::size_t first_node = 0;  ///< index of the node it starts from (for messages)
   std::size_t node_count = 1;  ///< nodes fused into it
 };
@@ -223,8 +224,21 @@ class ProgramBuilder {
     const ValueId b = node.inputs[1];
     if (p_->home[b] != ValueHome::constant || !mm.batch_dims.empty() || mm.m <= kGemvRows || mm.k == 0 || mm.n == 0)
       return;
-    s.packed = pack_weights(p_->constants[b].data<float>(), mm.k, mm.n, mm.m, threads_);
-    s.scratch_bytes = s.packed->scratch_bytes();
+    auto packed = pack_weights(p_->constants[b].data<float>(), mm.k, mm.n, mm.m, threads_);
+    s.scratch_bytes = packed->scratch_bytes();
+    s.packed = std::move(packed);
+  }
+
+  /// A conv2d with constant weights (but a depthwise one, which runs directly) packs them now.
+  void pack_conv_weights_of(Step& s, const NodeDef& node) {
+    const auto& cp = s.kernel.as<Conv2dPlan>();
+    const ValueId w = node.inputs[1];
+    if (p_->home[w] != ValueHome::constant || conv_is_depthwise(cp) || cp.og == 0 || cp.oh * cp.ow == 0 ||
+        cp.cg * cp.kh * cp.kw == 0)
+      return;
+    auto packed = pack_conv_weights(cp, p_->constants[w].data<float>(), threads_);
+    s.scratch_bytes = packed->scratch_bytes();
+    s.packed = std::move(packed);
   }
 
   void fuse_and_emit() {
@@ -254,7 +268,10 @@ class ProgramBuilder {
         pack_weights_of(s, node);
         fuse_bias(s, i);
         fuse_unary_chain(s, i);
-      } else if (op == OpCode::Conv2d || is_binary(op)) {
+      } else if (op == OpCode::Conv2d) {
+        pack_conv_weights_of(s, node);
+        fuse_unary_chain(s, i);
+      } else if (is_binary(op)) {
         fuse_unary_chain(s, i);
       }
       p_->home[s.output] = ValueHome::arena;

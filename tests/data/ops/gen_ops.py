@@ -240,6 +240,34 @@ def conv_cases():
         one_op("conv2d_" + name, "conv2d", inputs, f32(y), spec["attrs"], meta=tol_k(k), consts=(1, 2))
 
 
+def conv_blocked_cases():
+    """Convolutions big enough for the executor's packed path to tile output positions, block the
+    depth and split output channels across threads (with its own generator, so adding them left
+    every other case's data unchanged)."""
+    r = np.random.default_rng(20261)
+    cases = {
+        "tiled": dict(x=(1, 48, 14, 14), w=(40, 48, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True),
+        "deep": dict(x=(1, 300, 4, 4), w=(10, 300, 3, 3), attrs={"pads": [1, 0, 1, 0]}),
+        "few_positions": dict(x=(1, 32, 5, 5), w=(18, 32, 3, 3), attrs={"pads": [1, 1, 1, 1], "strides": [2, 1]},
+                              bias=True),
+        "pointwise_wide": dict(x=(1, 40, 12, 12), w=(24, 40, 1, 1), attrs={}, bias=True),
+        "grouped_dilated": dict(x=(2, 24, 9, 9), w=(30, 8, 3, 3), attrs={"groups": 3, "dilations": [2, 1],
+                                                                           "pads": [2, 1, 2, 1]}),
+    }
+    for name, spec in cases.items():
+        attrs = spec["attrs"]
+        x, w = f32(r.standard_normal(spec["x"])), f32(r.standard_normal(spec["w"]))
+        bias = f32(r.standard_normal(spec["w"][0])) if spec.get("bias") else None
+        y = conv_ref(x, w, bias, attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0]),
+                     attrs.get("dilations", [1, 1]), attrs.get("groups", 1))
+        k = spec["w"][1] * spec["w"][2] * spec["w"][3]
+        c = Case("conv2d_blocked_" + name, tol_k(k))
+        ids = [c.input(x, "x"), c.const(w)] + ([c.const(bias)] if bias is not None else [])
+        conv = c.node("conv2d", ids, f32(y), attrs or None)
+        c.output(c.node("relu", [conv], f32(np.maximum(y, 0))))  # fused into the conv's epilogue
+        c.write()
+
+
 def pool_ref(x, kernel, strides, pads, mode, count_include_pad=True):
     x = x.astype(np.float64)
     n, c, h, w = x.shape
@@ -406,6 +434,7 @@ def main():
     binary_cases()
     matmul_cases()
     conv_cases()
+    conv_blocked_cases()
     pool_cases()
     reduce_cases()
     movement_cases()
