@@ -19,11 +19,12 @@ namespace {
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
-// An envelope of `type` whose root is packed by `root`.
-std::vector<std::uint8_t> document(const char* type, const std::function<void(Packer&, msgpack::sbuffer&)>& root) {
+// An envelope of `type` in format `major` (1: keyed structs, 2: positional) whose root is packed by `root`.
+std::vector<std::uint8_t> document(const char* type, const std::function<void(Packer&, msgpack::sbuffer&)>& root,
+                                   int major = 1) {
   msgpack::sbuffer buf;
   Packer pk(buf);
-  pk.pack_map(4).pack("format").pack("rml-msgpack").pack("version").pack_array(2).pack(1).pack(0);
+  pk.pack_map(4).pack("format").pack("rml-msgpack").pack("version").pack_array(2).pack(major).pack(0);
   pk.pack("type").pack(type).pack("root");
   root(pk, buf);
   return {buf.data(), buf.data() + buf.size()};
@@ -49,6 +50,20 @@ std::vector<std::uint8_t> graph_with_inputs(const std::function<void(Packer&, ms
     pk.pack_map(2).pack("op").pack("add").pack("inputs");
     inputs(pk, buf);
   });
+}
+
+// The same in format 2: a GraphDef [name, producer, values, inputs, outputs, constants, nodes] with two
+// nodes [op, inputs], the second one's inputs packed by `inputs`.
+std::vector<std::uint8_t> positional_graph_with_inputs(const std::function<void(Packer&, msgpack::sbuffer&)>& inputs) {
+  return document(
+      "GraphDef",
+      [&](Packer& pk, msgpack::sbuffer& buf) {
+        pk.pack_array(7).pack("g").pack("").pack_array(0).pack_array(0).pack_array(0).pack_array(0).pack_array(2);
+        pk.pack_array(2).pack("relu").pack_array(1).pack(0);
+        pk.pack_array(2).pack("add");
+        inputs(pk, buf);
+      },
+      2);
 }
 
 template <typename T>
@@ -98,8 +113,8 @@ TEST_CASE("wrong types are named by their path") {
   check_error(read_status<GraphDef>(
                   graph_with_inputs([](Packer& pk, auto&) { pk.pack_array(1).pack(std::uint64_t{1} << 40); })),
               Code::data_loss, "nodes[1].inputs[0]: 1099511627776 is out of range for uint32");
-  check_error(read_status<GraphDef>(document("GraphDef", [](Packer& pk, auto&) { pk.pack_array(0); })), Code::data_loss,
-              "<root>: expected a map (struct), found an array");
+  check_error(read_status<GraphDef>(document("GraphDef", [](Packer& pk, auto&) { pk.pack("x"); })), Code::data_loss,
+              "<root>: expected a struct (array or map), found a string");
   check_error(read_status<GraphDef>(document("GraphDef",
                                              [](Packer& pk, auto&) {
                                                pk.pack_map(1).pack("values").pack_array(1).pack_map(1).pack("type");
@@ -135,6 +150,48 @@ TEST_CASE("wrong types are named by their path") {
               Code::data_loss, "nodes[0].origin.line: expected an integer, found a float");
 }
 
+TEST_CASE("wrong types in the positional layout are named by their path and byte offset") {
+  check_error(read_status<GraphDef>(
+                  positional_graph_with_inputs([](Packer& pk, auto&) { pk.pack_array(2).pack(1).pack("x"); })),
+              Code::data_loss, "nodes[1].inputs[1]: expected an integer, found a string");
+  check_error(read_status<GraphDef>(positional_graph_with_inputs([](Packer& pk, auto&) { pk.pack_array(1).pack(-1); })),
+              Code::data_loss, "nodes[1].inputs[0]: -1 is out of range for uint32");
+  check_error(read_status<GraphDef>(positional_graph_with_inputs([](Packer& pk, auto&) { pk.pack_map(0); })),
+              Code::data_loss, "nodes[1].inputs: expected an array, found a map");
+  // The offset, counted by hand: the envelope takes 50 bytes (84, a6 "format", ab "rml-msgpack",
+  // a7 "version", 92 02 00, a4 "type", a8 "GraphDef", a4 "root"); then the root 97 at 50, a1 "g" at
+  // 51, a0 at 53, 90 at 54, and the inputs array 91 at 55 whose element -1 (ff) is at byte 56.
+  check_error(
+      read_status<GraphDef>(document(
+          "GraphDef",
+          [](Packer& pk, auto&) { pk.pack_array(7).pack("g").pack("").pack_array(0).pack_array(1).pack(-1); }, 2)),
+      Code::data_loss, "inputs[0]: -1 is out of range for uint32 (at byte 56)");
+  // A field appended by a newer writer is skipped, but must still be well-formed: its path is its position.
+  check_error(read_status<GraphDef>(document(
+                  "GraphDef",
+                  [](Packer& pk, msgpack::sbuffer& buf) {
+                    pk.pack_array(7).pack("").pack("").pack_array(0).pack_array(0).pack_array(0).pack_array(0);
+                    pk.pack_array(2).pack_array(1).pack("relu");
+                    pk.pack_array(8).pack("add").pack_array(0).pack_array(0).pack("").pack_map(0).pack_nil();
+                    pk.pack_array(0);
+                    raw(buf, {0xc1});
+                  },
+                  2)),
+              Code::data_loss, "nodes[1].<field 7>: the invalid byte 0xc1");
+  check_error(read_status<GraphDef>(document(
+                  "GraphDef", [](Packer& pk, auto&) { pk.pack_array(1).pack(5); }, 2)),
+              Code::data_loss, "name: expected a string, found an integer");
+  check_error(read_status<Everything>(document(
+                  "Everything",
+                  [](Packer& pk, auto&) {
+                    pk.pack_array(15).pack(false).pack(0).pack(0).pack(0).pack(0.5f);
+                    pk.pack(0.5).pack(0).pack("").pack_array(0).pack_bin(0).pack_array(0).pack_nil().pack_map(0);
+                    pk.pack_map(0).pack_array(2).pack(0).pack_array(0);
+                  },
+                  2)),
+              Code::data_loss, "tensor: a tensor needs [dtype, shape, data]");
+}
+
 TEST_CASE("the envelope is checked: format, root type, root presence, trailing bytes") {
   check_error(read_status<GraphDef>({}), Code::invalid_argument, "not an rml-msgpack document");
   check_error(read_status<GraphDef>({'{', '}'}), Code::invalid_argument, "not an rml-msgpack document");
@@ -160,6 +217,30 @@ TEST_CASE("absurd lengths are refused before anything is allocated") {
               "metadata: a map of 4294967295 claims more");
   check_error(read_status<Everything>(one_field("Everything", "blob", {0xc6, 0xff, 0xff, 0xff, 0xff, 0})),
               Code::data_loss, "blob: binary data of 4294967295 claims more");
+  // The same in the positional layout: a 4 GB name, four billion nodes, four billion fields.
+  check_error(read_status<GraphDef>(document(
+                  "GraphDef",
+                  [](Packer& pk, msgpack::sbuffer& buf) {
+                    pk.pack_array(1);
+                    raw(buf, {0xdb, 0xff, 0xff, 0xff, 0xff, 'x'});
+                  },
+                  2)),
+              Code::data_loss, "name: a string of 4294967295 claims more than the 1 bytes that remain");
+  check_error(read_status<GraphDef>(document(
+                  "GraphDef",
+                  [](Packer& pk, msgpack::sbuffer& buf) {
+                    pk.pack_array(7).pack("").pack("").pack_array(0).pack_array(0).pack_array(0).pack_array(0);
+                    raw(buf, {0xdd, 0xff, 0xff, 0xff, 0xfe, 0x90});
+                  },
+                  2)),
+              Code::data_loss, "nodes: an array of 4294967294 claims more");
+  check_error(read_status<GraphDef>(document(
+                  "GraphDef",
+                  [](Packer&, msgpack::sbuffer& buf) {
+                    raw(buf, {0xdd, 0xff, 0xff, 0xff, 0xff, 0xa0});
+                  },
+                  2)),
+              Code::data_loss, "<root>: an array of 4294967295 claims more");
   // A count hidden in an unknown field is checked as well.
   check_error(read_status<GraphDef>(one_field("GraphDef", "future", {0xdd, 0x7f, 0xff, 0xff, 0xff})), Code::data_loss,
               "future: an array of 2147483647 claims more");
@@ -178,6 +259,26 @@ TEST_CASE("nesting 100 000 deep is refused at 256 levels, without deep recursion
     raw(buf, {0xc0});
   });
   check_error(read_status<GraphDef>(deep_maps), Code::data_loss, "nodes[0].future: nesting deeper than 256 levels");
+  // Positional: deep nesting in a field appended by a newer writer, and structs nested in structs.
+  auto deep_extra = document(
+      "GraphDef",
+      [](Packer& pk, msgpack::sbuffer& buf) {
+        pk.pack_array(9).pack("").pack("").pack_array(0).pack_array(0).pack_array(0).pack_array(0).pack_array(0);
+        pk.pack_map(0);
+        for (int i = 0; i < 100000; ++i) raw(buf, {0x91});
+        raw(buf, {0xc0});
+      },
+      2);
+  check_error(read_status<GraphDef>(deep_extra), Code::data_loss, "<field 8>: nesting deeper than 256 levels");
+  auto deep_structs = document(
+      "Link",
+      [](Packer& pk, msgpack::sbuffer& buf) {
+        for (int i = 0; i < 100000; ++i)  // [0, {"id": i, "type": "Link", "fields": [0, ...
+          pk.pack_array(2).pack(0).pack_map(3).pack("id").pack(i).pack("type").pack("Link").pack("fields");
+        raw(buf, {0xc0});
+      },
+      2);
+  check_error(read_status<Link>(deep_structs), Code::data_loss, "nesting deeper than 256 levels");
 }
 
 TEST_CASE("refs must name an earlier object of the right type; ids come in sequence") {

@@ -70,7 +70,10 @@ TEST_CASE("every field kind round-trips") {
   const auto bytes = serialize(e);
   // An independent decoder reads the integers of every width as written.
   auto handle = decode(bytes);
-  const msgpack::object& li = *find_key(*find_key(*find_key(handle.get(), "root"), "attrs"), "li");
+  const msgpack::object& root = *find_key(handle.get(), "root");
+  REQUIRE(root.type == msgpack::type::ARRAY);
+  REQUIRE(root.via.array.size == 17);                                   // every field: the last, `point`, is set
+  const msgpack::object& li = *find_key(root.via.array.ptr[12], "li");  // field 12: attrs
   CHECK(li.via.array.ptr[0].as<int>() == 4);
   CHECK(li.via.array.ptr[1].as<std::vector<std::int64_t>>() == std::get<4>(e.attrs.at("li")));
   auto back = deserialize<Everything>(bytes);
@@ -99,18 +102,77 @@ TEST_CASE("the bytes are MessagePack as documented (decoded by msgpack-cxx)") {
   CHECK(doc.via.map.ptr[0].key.as<std::string>() == "format");
   CHECK(doc.via.map.ptr[0].val.as<std::string>() == "rml-msgpack");
   CHECK(doc.via.map.ptr[1].key.as<std::string>() == "version");
-  CHECK(doc.via.map.ptr[1].val.as<std::vector<int>>() == std::vector<int>{1, 0});
+  CHECK(doc.via.map.ptr[1].val.as<std::vector<int>>() == std::vector<int>{2, 0});
   CHECK(find_key(doc, "type")->as<std::string>() == "Pair");
-  const msgpack::object& root = *find_key(doc, "root");
-  const msgpack::object& a = *find_key(root, "a");
+  const msgpack::object& root = *find_key(doc, "root");  // [a, b]
+  REQUIRE(root.type == msgpack::type::ARRAY);
+  REQUIRE(root.via.array.size == 2);
+  const msgpack::object& a = root.via.array.ptr[0];
   CHECK(find_key(a, "id")->as<int>() == 0);
   CHECK(find_key(a, "type")->as<std::string>() == "Point");
-  const msgpack::object& fields = *find_key(a, "fields");
-  CHECK(find_key(fields, "x")->as<int>() == 1);
-  CHECK(find_key(fields, "y")->as<int>() == 2);
-  const msgpack::object& b = *find_key(root, "b");
+  CHECK(find_key(a, "fields")->as<std::vector<int>>() == std::vector<int>{1, 2});  // [x, y]
+  const msgpack::object& b = root.via.array.ptr[1];
   CHECK(b.via.map.size == 1);
   CHECK(find_key(b, "ref")->as<int>() == 0);
+}
+
+TEST_CASE("a struct is positional: fields before the last one written are kept, trailing defaults are not") {
+  // width 0 is its default but precedes activation: written. dropout 0.5 is trailing: left out.
+  v2::Layer layer{"fc", 0, "relu", 0.5};
+  auto handle = decode(serialize(layer));
+  const msgpack::object& root = *find_key(handle.get(), "root");
+  REQUIRE(root.type == msgpack::type::ARRAY);
+  REQUIRE(root.via.array.size == 3);
+  CHECK(root.via.array.ptr[0].as<std::string>() == "fc");
+  CHECK(root.via.array.ptr[1].as<int>() == 0);
+  CHECK(root.via.array.ptr[2].as<std::string>() == "relu");
+  // All defaults: an empty array. A nested struct at its defaults is an empty array too.
+  auto empty = decode(serialize(v2::Layer{"", 0, std::nullopt, 0.5}));
+  CHECK(find_key(empty.get(), "root")->via.array.size == 0);
+  NodeDef node;
+  node.op = "relu";
+  node.device = Device::cpu(0);  // trailing and default: left out
+  auto node_handle = decode(serialize(node));
+  CHECK(find_key(node_handle.get(), "root")->via.array.size == 1);
+  node.device = Device::cpu(3);
+  auto with_device = decode(serialize(node));
+  const msgpack::object& fields = *find_key(with_device.get(), "root");
+  REQUIRE(fields.via.array.size == 7);  // op, inputs, outputs, name, attrs, origin (nil), device
+  CHECK(fields.via.array.ptr[5].is_nil());
+  CHECK(fields.via.array.ptr[6].as<std::vector<int>>() == std::vector<int>{0, 3});  // [kind cpu, index 3]
+  auto back = deserialize<NodeDef>(serialize(node));
+  REQUIRE(back.ok());
+  CHECK(back->device == Device::cpu(3));
+}
+
+TEST_CASE("a positional document packed by msgpack-cxx (appended fields, long headers, wide integers) reads") {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  const auto raw = [&](std::initializer_list<std::uint8_t> bytes) {
+    for (std::uint8_t b : bytes) buf.write(reinterpret_cast<const char*>(&b), 1);
+  };
+  pk.pack_map(4).pack("format").pack("rml-msgpack").pack("version").pack_array(2).pack(2).pack(0);
+  pk.pack("type").pack("Model").pack("root");
+  raw({0xdc, 0x00, 0x04});  // Model as an array16 of 4: name, layers, metadata, and one field from the future
+  pk.pack("mlp").pack_array(2);
+  pk.pack_array(5).pack("fc1").pack(std::uint64_t{128}).pack_nil().pack(0.25).pack_array(1).pack("future");
+  raw({0xdd, 0x00, 0x00, 0x00, 0x01});  // a Layer as an array32 of 1: only its name
+  pk.pack("fc2");
+  pk.pack_map(1).pack("k").pack("v");
+  pk.pack_map(1).pack("later").pack_bin(3).pack_bin_body("abc", 3);
+  const std::vector<std::uint8_t> bytes(buf.data(), buf.data() + buf.size());
+  auto m = deserialize<v2::Model>(bytes);
+  REQUIRE_MESSAGE(m.ok(), m.error().to_string());
+  CHECK(m->name == "mlp");
+  REQUIRE(m->layers.size() == 2);
+  CHECK(m->layers[0].name == "fc1");
+  CHECK(m->layers[0].width == 128);
+  CHECK(!m->layers[0].activation);
+  CHECK(m->layers[0].dropout == 0.25);
+  CHECK(m->layers[1].name == "fc2");
+  CHECK(m->layers[1].width == 0);
+  CHECK(m->layers[1].dropout == 0.5);  // missing: the default
+  CHECK(m->metadata.at("k") == "v");
 }
 
 TEST_CASE("a document packed by msgpack-cxx (keys reordered, unknown keys, wide integers) reads") {

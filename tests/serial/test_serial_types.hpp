@@ -102,8 +102,9 @@ struct Everything {
   }
 };
 
-// Schema evolution: version 1 of a model description, and version 2 that added fields (and
-// nothing else: no serialization code changes).
+// Schema evolution: version 1 of a model description, and version 2 that appended fields (and
+// nothing else: no serialization code changes). Each v1 struct is a prefix of its v2 struct, as the
+// positional layout requires.
 namespace v1 {
 struct Layer {
   std::string name;
@@ -124,12 +125,12 @@ struct Model {
 namespace v2 {
 struct Layer {
   std::string name;
-  std::optional<std::string> activation;  // added in v2, between old fields
   std::int64_t width = 0;
-  double dropout = 0.5;  // added in v2, with a default
+  std::optional<std::string> activation;  // added in v2
+  double dropout = 0.5;                   // added in v2, with a default
   static constexpr auto fields() {
-    return std::tuple{rml::field("name", &Layer::name), rml::field("activation", &Layer::activation),
-                      rml::field("width", &Layer::width), rml::field("dropout", &Layer::dropout)};
+    return std::tuple{rml::field("name", &Layer::name), rml::field("width", &Layer::width),
+                      rml::field("activation", &Layer::activation), rml::field("dropout", &Layer::dropout)};
   }
 };
 struct Model {

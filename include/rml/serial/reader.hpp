@@ -1,7 +1,7 @@
 // The MessagePack reader: a bounds-checked cursor that decodes any reflected value over its
 // field descriptors, restores shared objects and tensor storage, and names the path of any fault.
 //
-// Byte layout of an rml-msgpack document (MessagePack; see docs/serialization.md):
+// Byte layout of an rml-msgpack document, version 2.0 (MessagePack; see docs/serialization.md):
 //
 //   document  = map {"format": "rml-msgpack", "version": [major, minor], "type": str, "root": value}
 //               "format" and "version" come first, in that order; other keys may follow in any order and
@@ -14,16 +14,24 @@
 //   map<K, V> = map of K -> V (a repeated key is refused)
 //   variant   = array [alternative index, value]           (AttrValue: 0 int64, 1 double, 2 bool, 3 string,
 //                                                           4 list of int64, 5 list of double)
-//   struct    = map {field name: value} in declaration order (base fields first), leaving out every field
-//               whose value is what a default-constructed struct holds (equal scalars and strings, empty
-//               containers, optionals, pointers and tensors; structs whose fields are all left out).
-//               On read, the keys may come in any order; an unknown key is skipped; a missing key leaves
-//               the field at the default-constructed struct's value.
+//   struct    = array [field 0, field 1, ...]: the fields by position, in declaration order (base fields
+//               first), without the trailing run of fields whose values are what a default-constructed
+//               struct holds (equal scalars and strings, empty containers, optionals, pointers and
+//               tensors; structs whose fields are all left out). Fields before the last one written are
+//               written whatever they hold.
+//               On read, missing trailing elements leave their fields at the default-constructed
+//               struct's values (an older writer did not know them), and elements beyond the fields this
+//               reader knows are skipped (a newer writer appended them). Hence the evolution rule: new
+//               fields are appended; fields are never reordered or removed (a removed field stays as a
+//               deprecated placeholder), never change type, and keep their names (debug output, v1 keys).
+//             | map {field name: value}: version 1's keyed struct, still read (keys in any order, unknown
+//               keys skipped, missing keys left at their defaults). Each struct is decided by its header byte.
 //   shared_ptr<T> = nil
 //               | {"id": n, "type": "<TypeName>", "fields": struct}   (first occurrence; ids are 0, 1, 2, ...
 //                                                                       in order of first occurrence)
 //               | {"ref": n}                                          (a later occurrence of object n)
-//   Tensor    = nil (no data) | {"dtype": uint, "shape": [int...], "data": bytes}
+//   Tensor    = nil (no data) | [dtype: uint, shape: [int...], data: bytes]
+//               (version 1: {"dtype": ..., "shape": ..., "data": ...}, still read)
 //   bytes     = {"id": n, "type": "Storage", "fields": bin} | {"ref": n}
 //               (one id space with shared objects; keyed on storage, offset and size, so tied weights
 //               are stored once and share one storage again after reading)
@@ -79,7 +87,7 @@ class SerialReader {
     if (!read_str(key) || key != key_version || !read_array_header(version_len) || version_len < 2 ||
         !read(version[0]) || !read(version[1]))
       return fail(Code::data_loss, "the envelope's \"version\" is not [major, minor]");
-    if (version[0] != serial_version_major)
+    if (version[0] < serial_oldest_version_major || version[0] > serial_version_major)
       return fail(Code::unsupported, "version " + std::to_string(version[0]) + "." + std::to_string(version[1]) +
                                          " is not supported by this reader (version " +
                                          std::to_string(serial_version_major) + "." +
@@ -122,7 +130,7 @@ class SerialReader {
   // ---- values, by category ----
 
   template <typename T>
-  bool read(T& out) {
+  [[gnu::always_inline]] bool read(T& out) {
     if constexpr (std::is_same_v<T, bool>) {
       if (p_ < end_ && (*p_ == 0xc2 || *p_ == 0xc3)) {
         out = *p_++ == 0xc3;
@@ -130,22 +138,29 @@ class SerialReader {
       }
       return wrong_type("a bool");
     } else if constexpr (std::is_enum_v<T>) {
-      std::underlying_type_t<T> raw{};
+      using Raw = std::underlying_type_t<T>;
+      const std::uint8_t* start = p_;
+      Raw raw{};
       if (!read(raw)) return false;
       if constexpr (requires { T::count_; }) {
-        if (raw < static_cast<std::underlying_type_t<T>>(0) || raw >= static_cast<std::underlying_type_t<T>>(T::count_))
-          return fail_back(Code::data_loss, "enum value " + std::to_string(raw) + " is out of range");
+        if (raw < static_cast<Raw>(0) || raw >= static_cast<Raw>(T::count_)) [[unlikely]]
+          return fail_at(start, Code::data_loss, "enum value " + std::to_string(raw) + " is out of range");
       }
       out = static_cast<T>(raw);
       return true;
     } else if constexpr (std::is_integral_v<T>) {
+      const std::uint8_t* p = p_;
+      if (decode_small(p, end_, out)) [[likely]] {
+        p_ = p;
+        return true;
+      }
       return read_integral(out);
     } else if constexpr (std::is_floating_point_v<T>) {
       return read_floating(out);
     } else if constexpr (std::is_same_v<T, std::string>) {
       std::string_view s;
       if (!read_str(s)) return false;
-      out.assign(s.data(), s.size());
+      out = std::string(s);  // constructs in place: cheaper than assign's general replace
       return true;
     } else if constexpr (std::is_same_v<T, Tensor>) {
       return read_tensor(out);
@@ -161,7 +176,10 @@ class SerialReader {
         out.reset();
         return true;
       }
-      return read(out.emplace());
+      if constexpr (Reflected<typename T::value_type>)
+        return read_struct(out.emplace());  // already fresh
+      else
+        return read(out.emplace());
     } else if constexpr (is_map<T>::value) {
       return read_map(out);
     } else if constexpr (is_shared_ptr<T>::value) {
@@ -173,12 +191,13 @@ class SerialReader {
     }
   }
 
-  /// A reflected struct from a map of field names (see the layout above). Keys in declaration
-  /// order (what the writer writes) are matched against precomputed bytes; anything else (unknown
-  /// keys, another order) goes through the general loop.
+  /// A reflected struct into a default-constructed `obj`: a positional array (version 2) or a map
+  /// of field names (version 1), decided by the header byte (see the layout above).
   template <Reflected T>
-  bool read_struct(T& obj) {
-    return read_fields(obj, std::make_index_sequence<field_count_v<T>>{});
+  [[gnu::always_inline]] bool read_struct(T& obj) {
+    if (p_ < end_ && (*p_ & 0xf0) == 0x90) [[likely]]
+      return read_positional(obj, *p_++ & 0x0fu, std::make_index_sequence<field_count_v<T>>{});
+    return read_struct_other(obj);
   }
 
  private:
@@ -194,19 +213,46 @@ class SerialReader {
     std::string_view type;
   };
 
-  // True when the next bytes are field I's key, exactly as the writer encodes it.
+  // The first `n` fields by position; elements beyond the fields T has are skipped.
+  template <Reflected T, std::size_t... I>
+  bool read_positional(T& obj, std::uint32_t n, std::index_sequence<I...>) {
+    static constexpr auto fields = T::fields();
+    if (!enter()) return false;
+    const bool ok = ((I >= n || read(obj.*(std::get<I>(fields).member)) || in_field(std::get<I>(fields).name)) && ...);
+    if (!ok) return false;
+    for (std::uint32_t i = sizeof...(I); i < n; ++i)  // appended by a newer writer
+      if (!skip()) return in_extra_field(i);
+    return leave();
+  }
+
+  // A struct that is not a fixarray: a longer array, a version-1 map, or a wrong type.
+  template <Reflected T>
+  [[gnu::noinline]] bool read_struct_other(T& obj) {
+    std::uint32_t n = 0;
+    if (at_kind(0x90)) {
+      if (!read_array_header(n)) return false;
+      return read_positional(obj, n, std::make_index_sequence<field_count_v<T>>{});
+    }
+    if (!at_kind(0x80, "a struct (array or map)")) return false;
+    return read_keyed(obj, std::make_index_sequence<field_count_v<T>>{});
+  }
+
+  // True when the next bytes are field I's key, exactly as the version-1 writer encoded it.
   template <typename T, std::size_t I>
   bool at_key() const noexcept {
     constexpr const auto& key = EncodedKey<T, I>::bytes;
     return static_cast<std::size_t>(end_ - p_) >= key.size() && std::memcmp(p_, key.data(), key.size()) == 0;
   }
 
+  // A version-1 struct: a map from field name to value. Keys in declaration order (what the
+  // version-1 writer wrote) are matched against precomputed bytes; anything else (unknown keys,
+  // another order) goes through the general loop.
   template <Reflected T, std::size_t... I>
-  bool read_fields(T& obj, std::index_sequence<I...>) {
+  bool read_keyed(T& obj, std::index_sequence<I...>) {
     static constexpr auto fields = T::fields();
     constexpr std::size_t count = sizeof...(I);
     std::uint32_t n = 0;
-    if (!at_kind(0x80, "a map (struct)") || !read_map_header(n) || !enter()) return false;
+    if (!read_map_header(n) || !enter()) return false;
     std::bitset<count> seen;
     std::uint32_t done = 0;
     // Fast path: the keys the writer writes, in declaration order, each matched as raw bytes.
@@ -216,6 +262,7 @@ class SerialReader {
                      ...);
     if (!ok) return false;
     for (; done < n; ++done) {  // the rest: unknown keys, or keys in another order
+      const std::uint8_t* start = p_;
       std::string_view key;
       if (!read_str(key)) return false;
       std::size_t index = count;
@@ -224,7 +271,7 @@ class SerialReader {
         if (!skip()) return in_field(key);
         continue;
       }
-      if (seen[index]) return fail_back(Code::data_loss, "field \"" + std::string(key) + "\" appears twice");
+      if (seen[index]) return fail_at(start, Code::data_loss, "field \"" + std::string(key) + "\" appears twice");
       seen.set(index);
       if (!((index != I || read(obj.*(std::get<I>(fields).member))) && ...)) return in_field(key);
     }
@@ -233,29 +280,29 @@ class SerialReader {
 
   // ---- failure and path ----
 
-  bool fail(Code code, std::string what) {
+  [[gnu::cold]] bool fail(Code code, std::string what) { return fail_at(p_, code, std::move(what)); }
+  // A failure about the value that begins at `start` (the first failure wins).
+  [[gnu::cold]] bool fail_at(const std::uint8_t* start, Code code, std::string what) {
     if (code_ == Code::ok) {
       code_ = code;
       what_ = std::move(what);
-      fail_offset_ = static_cast<std::size_t>(p_ - begin_);
+      fail_offset_ = static_cast<std::size_t>(start - begin_);
     }
     return false;
   }
-  // A failure about the value that was just read: reports the offset where it began.
-  bool fail_back(Code code, std::string what) {
-    fail(code, std::move(what));
-    fail_offset_ = static_cast<std::size_t>(value_start_ - begin_);
-    return false;
-  }
-  bool fail_document() {
+  [[gnu::cold]] bool fail_document() {
     return fail(Code::invalid_argument,
                 "not an rml-msgpack document (it must open with {\"format\": \"rml-msgpack\"})");
   }
-  bool in_field(std::string_view name) {
+  [[gnu::cold]] bool in_field(std::string_view name) {
     path_.push_back("." + std::string(name));
     return false;
   }
-  bool in_element(std::size_t i) {
+  [[gnu::cold]] bool in_extra_field(std::uint32_t i) {
+    path_.push_back(".<field " + std::to_string(i) + ">");
+    return false;
+  }
+  [[gnu::cold]] bool in_element(std::size_t i) {
     path_.push_back("[" + std::to_string(i) + "]");
     return false;
   }
@@ -334,25 +381,40 @@ class SerialReader {
     n = static_cast<std::uint32_t>(load_be_width(static_cast<std::size_t>(width)));
     return true;
   }
-  // Checks that `count` items of at least `min_bytes` each fit in what remains.
-  bool fits(std::uint64_t count, std::uint64_t min_bytes, const char* what) {
+  // Checks that `count` items of at least `min_bytes` each fit in what remains after the header
+  // of the value that began at `start`.
+  bool fits(std::uint64_t count, std::uint64_t min_bytes, const char* what, const std::uint8_t* start) {
     const auto remain = static_cast<std::uint64_t>(end_ - p_);
     if (count * min_bytes <= remain) [[likely]]  // count < 2^32, min_bytes <= 2: no overflow
       return true;
-    return too_long(count, what);
+    return too_long(count, what, start);
   }
-  [[gnu::cold, gnu::noinline]] bool too_long(std::uint64_t count, const char* what) {
+  [[gnu::cold, gnu::noinline]] bool too_long(std::uint64_t count, const char* what, const std::uint8_t* start) {
     const auto remain = static_cast<std::uint64_t>(end_ - p_);
-    return fail_back(Code::data_loss, std::string(what) + " of " + std::to_string(count) + " claims more than the " +
-                                          std::to_string(remain) + " bytes that remain");
+    return fail_at(start, Code::data_loss,
+                   std::string(what) + " of " + std::to_string(count) + " claims more than the " +
+                       std::to_string(remain) + " bytes that remain");
   }
 
-  bool read_map_header(std::uint32_t& n) { return read_header(n, 0x80, 0xde, 2, "a map"); }
-  bool read_array_header(std::uint32_t& n) { return read_header(n, 0x90, 0xdc, 1, "an array"); }
+  [[gnu::always_inline]] bool read_map_header(std::uint32_t& n) {
+    if (p_ < end_ && (*p_ & 0xf0) == 0x80) [[likely]] {  // at most 15 pairs: checked as they are read
+      n = *p_++ & 0x0fu;
+      return true;
+    }
+    return read_header(n, 0x80, 0xde, 2, "a map");
+  }
+  [[gnu::always_inline]] bool read_array_header(std::uint32_t& n) {
+    if (p_ < end_ && (*p_ & 0xf0) == 0x90) [[likely]] {  // at most 15 items: checked as they are read
+      n = *p_++ & 0x0fu;
+      return true;
+    }
+    return read_header(n, 0x90, 0xdc, 1, "an array");
+  }
   // A container header: fix family `fix` (count in the low 4 bits), `op16`, or `op16 + 1` (32-bit
   // count); then checks that `n` items of at least `item_bytes` each fit in what remains.
-  bool read_header(std::uint32_t& n, std::uint8_t fix, std::uint8_t op16, std::uint64_t item_bytes, const char* what) {
-    value_start_ = p_;
+  [[gnu::noinline]] bool read_header(std::uint32_t& n, std::uint8_t fix, std::uint8_t op16, std::uint64_t item_bytes,
+                                     const char* what) {
+    const std::uint8_t* start = p_;
     if (p_ == end_) return wrong_type(what);
     const std::uint8_t b = *p_;
     if ((b & 0xf0) == fix) {
@@ -364,10 +426,22 @@ class SerialReader {
     } else {
       return wrong_type(what);
     }
-    return fits(n, item_bytes, what);
+    return fits(n, item_bytes, what, start);
   }
-  bool read_str(std::string_view& s) {
-    value_start_ = p_;
+  [[gnu::always_inline]] bool read_str(std::string_view& s) {
+    if (p_ < end_ && (*p_ & 0xe0) == 0xa0) [[likely]] {
+      const std::size_t n = *p_ & 0x1fu;
+      if (static_cast<std::size_t>(end_ - p_) > n) [[likely]] {
+        s = {reinterpret_cast<const char*>(p_ + 1), n};
+        p_ += 1 + n;
+        return true;
+      }
+    }
+    return read_long_str(s);
+  }
+  // Any string (the fast path's fixstr included, when it does not fit).
+  [[gnu::noinline]] bool read_long_str(std::string_view& s) {
+    const std::uint8_t* start = p_;
     if (p_ == end_) return wrong_type("a string");
     const std::uint8_t b = *p_;
     std::uint32_t n = 0;
@@ -380,25 +454,52 @@ class SerialReader {
     } else {
       return wrong_type("a string");
     }
-    if (!fits(n, 1, "a string")) return false;
+    if (!fits(n, 1, "a string", start)) return false;
     s = {reinterpret_cast<const char*>(p_), n};
     p_ += n;
     return true;
   }
   bool read_bin(std::span<const std::uint8_t>& out) {
-    value_start_ = p_;
+    const std::uint8_t* start = p_;
     if (p_ == end_ || *p_ < 0xc4 || *p_ > 0xc6) return wrong_type("binary data");
     std::uint32_t n = 0;
     if (!read_sized(n, 1 << (*p_++ - 0xc4))) return false;
-    if (!fits(n, 1, "binary data")) return false;
+    if (!fits(n, 1, "binary data", start)) return false;
     out = {p_, n};
     p_ += n;
     return true;
   }
 
+  // A positive fixint, or a uint8 or uint16 when T holds every such value: what ids, dimensions and
+  // counts mostly are. Advances `p` and returns true, or leaves it and returns false (anything else).
   template <typename T>
-  bool read_integral(T& out) {
-    value_start_ = p_;
+  [[gnu::always_inline]] static bool decode_small(const std::uint8_t*& p, const std::uint8_t* end, T& out) {
+    if (p == end) return false;
+    const std::uint8_t b = *p;
+    if (b <= 0x7f) {
+      out = static_cast<T>(b);
+      ++p;
+      return true;
+    }
+    if constexpr (std::numeric_limits<T>::max() >= 0xffff) {
+      if (b == 0xcd && end - p >= 3) {
+        out = static_cast<T>(static_cast<unsigned>(p[1]) << 8 | p[2]);
+        p += 3;
+        return true;
+      }
+      if (b == 0xcc && end - p >= 2) {
+        out = static_cast<T>(p[1]);
+        p += 2;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Any integer encoding, range-checked against T.
+  template <typename T>
+  [[gnu::noinline]] bool read_integral(T& out) {
+    const std::uint8_t* start = p_;
     if (p_ == end_) return wrong_type("an integer");
     const std::uint8_t b = *p_;
     bool negative = false;
@@ -434,13 +535,13 @@ class SerialReader {
           return true;
         }
       }
-      return fail_back(Code::data_loss, std::to_string(s) + " is out of range for " + integer_name<T>());
+      return fail_at(start, Code::data_loss, std::to_string(s) + " is out of range for " + integer_name<T>());
     }
     if (u <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())) {
       out = static_cast<T>(u);
       return true;
     }
-    return fail_back(Code::data_loss, std::to_string(u) + " is out of range for " + integer_name<T>());
+    return fail_at(start, Code::data_loss, std::to_string(u) + " is out of range for " + integer_name<T>());
   }
   template <typename T>
   static std::string integer_name() {
@@ -449,7 +550,7 @@ class SerialReader {
 
   template <typename T>
   bool read_floating(T& out) {
-    value_start_ = p_;
+    const std::uint8_t* start = p_;
     if (p_ == end_ || (*p_ != 0xca && *p_ != 0xcb)) return wrong_type("a float");
     if (*p_ == 0xca) {
       if (!need(5)) return false;
@@ -460,7 +561,7 @@ class SerialReader {
       ++p_;
       const double d = std::bit_cast<double>(load_be_width(8));
       if (std::isfinite(d) && (d > std::numeric_limits<T>::max() || d < std::numeric_limits<T>::lowest()))
-        return fail_back(Code::data_loss, std::to_string(d) + " is out of range for a float");
+        return fail_at(start, Code::data_loss, std::to_string(d) + " is out of range for a float");
       out = static_cast<T>(d);
     }
     return true;
@@ -468,7 +569,6 @@ class SerialReader {
 
   /// Skips one value of any kind (an unknown field), within the nesting bound.
   bool skip() {
-    value_start_ = p_;
     if (p_ == end_) return wrong_type("a value");
     const std::uint8_t b = *p_;
     std::uint64_t items = 0;  // nested values that follow
@@ -486,12 +586,13 @@ class SerialReader {
       return read_bin(bytes);
     }
     if (at_kind(0x90)) {
-      if (!read_array_header(n)) return false;
+      if (!read_header(n, 0x90, 0xdc, 1, "an array")) return false;
       items = n;
     } else if (at_kind(0x80)) {
-      if (!read_map_header(n)) return false;
+      if (!read_header(n, 0x80, 0xde, 2, "a map")) return false;
       items = 2ull * n;
     } else {
+      const std::uint8_t* start = p_;
       std::size_t size = 0;  // bytes after the opcode
       switch (b) {
         case 0xcc:
@@ -533,7 +634,7 @@ class SerialReader {
           ++p_;
           if (!read_sized(n, 1 << (b - 0xc7)) || !need(1)) return false;
           ++p_;
-          if (!fits(n, 1, "an extension value")) return false;
+          if (!fits(n, 1, "an extension value", start)) return false;
           p_ += n;
           return true;
         }
@@ -552,13 +653,15 @@ class SerialReader {
 
   // ---- containers ----
 
+  // Any vector-like V (is_vector): uses only clear, resize, reserve, emplace_back and operator[].
   template <typename V>
   bool read_vector(V& out) {
     using E = typename V::value_type;
     if constexpr (std::is_same_v<E, std::uint8_t>) {
       std::span<const std::uint8_t> bytes;
       if (!read_bin(bytes)) return false;
-      out.assign(bytes.begin(), bytes.end());
+      out.resize(bytes.size());
+      if (!bytes.empty()) std::memcpy(&out[0], bytes.data(), bytes.size());
       return true;
     } else {
       std::uint32_t n = 0;
@@ -566,8 +669,18 @@ class SerialReader {
       out.clear();
       if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {
         out.resize(n);  // n <= remaining bytes, and each element is at most 8 bytes
-        for (std::uint32_t i = 0; i < n; ++i)
+        // A local cursor for small integers (ids, dimensions); anything else through read().
+        const std::uint8_t* p = p_;
+        for (std::uint32_t i = 0; i < n; ++i) {
+          if constexpr (std::is_integral_v<E>) {
+            if (decode_small(p, end_, out[i])) [[likely]]
+              continue;
+          }
+          p_ = p;
           if (!read(out[i])) return in_element(i);
+          p = p_;
+        }
+        p_ = p;
       } else {
         // Reserve only what the remaining bytes could plausibly hold: an element needs at least
         // one byte on the wire, so a huge count is bounded by the input's size.
@@ -578,7 +691,7 @@ class SerialReader {
           if constexpr (std::is_same_v<E, bool>) {
             bool b = false;
             ok = read(b);
-            out.push_back(b);
+            out.emplace_back(b);
           } else if constexpr (Reflected<E>) {
             ok = read_struct(out.emplace_back());  // already fresh
           } else {
@@ -597,11 +710,12 @@ class SerialReader {
     if (!read_map_header(n) || !enter()) return false;
     out.clear();
     for (std::uint32_t i = 0; i < n; ++i) {
+      const std::uint8_t* start = p_;
       typename M::key_type key{};
       if (!read(key)) return in_element(i);
       auto [it, fresh] = out.try_emplace(std::move(key));
       if (!fresh) {
-        fail_back(Code::data_loss, "a repeated map key");
+        fail_at(start, Code::data_loss, "a repeated map key");
         return in_key(it->first);
       }
       if (!read(it->second)) return in_key(it->first);
@@ -609,7 +723,7 @@ class SerialReader {
     return leave();
   }
   template <typename K>
-  bool in_key(const K& key) {
+  [[gnu::cold]] bool in_key(const K& key) {
     if constexpr (std::is_convertible_v<const K&, std::string_view>) {
       path_.push_back("[\"" + std::string(std::string_view(key)) + "\"]");
     } else if constexpr (std::is_integral_v<K>) {
@@ -622,15 +736,17 @@ class SerialReader {
 
   template <typename V>
   bool read_variant(V& out) {
+    const std::uint8_t* start = p_;
     std::uint32_t n = 0;
     if (!read_array_header(n)) return false;
-    if (n != 2) return fail_back(Code::data_loss, "a variant must be [alternative, value]");
+    if (n != 2) return fail_at(start, Code::data_loss, "a variant must be [alternative, value]");
     std::uint32_t index = 0;
     if (!read(index) || !enter()) return false;
     constexpr std::size_t count = std::variant_size_v<V>;
     if (index >= count)
-      return fail_back(Code::data_loss, "variant alternative " + std::to_string(index) +
-                                            " is unknown (this reader has " + std::to_string(count) + ")");
+      return fail_at(start, Code::data_loss,
+                     "variant alternative " + std::to_string(index) + " is unknown (this reader has " +
+                         std::to_string(count) + ")");
     return read_alternative(out, index, std::make_index_sequence<count>{}) && leave();
   }
   template <typename V, std::size_t... I>
@@ -643,30 +759,32 @@ class SerialReader {
   // Reads `{"ref": n}` (checks n names an earlier object), or `{"id": n, "type": t, "fields": `
   // (checks n is the next id) and stops before the fields' value.
   bool read_shared_header(SharedHeader& h) {
+    const std::uint8_t* start = p_;
     std::uint32_t n = 0;
     std::string_view key;
     if (!read_map_header(n) || !read_str(key)) return false;
     if (key == key_ref) {
-      if (n != 1) return fail_back(Code::data_loss, "a {\"ref\": n} map has other keys");
+      if (n != 1) return fail_at(start, Code::data_loss, "a {\"ref\": n} map has other keys");
       h.is_ref = true;
       if (!read(h.id)) return false;
       if (h.id >= objects_.size())
-        return fail_back(Code::data_loss, "ref " + std::to_string(h.id) + " names no earlier object (" +
-                                              std::to_string(objects_.size()) + " defined so far)");
+        return fail_at(start, Code::data_loss,
+                       "ref " + std::to_string(h.id) + " names no earlier object (" + std::to_string(objects_.size()) +
+                           " defined so far)");
       return true;
     }
     if (key != key_id || n != 3)
-      return fail_back(Code::data_loss, "a shared object must be {\"id\", \"type\", \"fields\"} or {\"ref\"}");
+      return fail_at(start, Code::data_loss, "a shared object must be {\"id\", \"type\", \"fields\"} or {\"ref\"}");
     if (!read(h.id)) return false;
     if (h.id != objects_.size())
-      return fail_back(Code::data_loss, h.id < objects_.size()
-                                            ? "object id " + std::to_string(h.id) + " is used twice"
+      return fail_at(start, Code::data_loss,
+                     h.id < objects_.size() ? "object id " + std::to_string(h.id) + " is used twice"
                                             : "object id " + std::to_string(h.id) + " is out of sequence (expected " +
                                                   std::to_string(objects_.size()) + ")");
     if (!read_str(key) || key != key_type || !read_str(h.type))
-      return fail_back(Code::data_loss, "a shared object needs \"type\" after \"id\"");
+      return fail_at(start, Code::data_loss, "a shared object needs \"type\" after \"id\"");
     if (!read_str(key) || key != key_fields)
-      return fail_back(Code::data_loss, "a shared object needs \"fields\" after \"type\"");
+      return fail_at(start, Code::data_loss, "a shared object needs \"fields\" after \"type\"");
     return true;
   }
 
@@ -678,6 +796,7 @@ class SerialReader {
       out.reset();
       return true;
     }
+    const std::uint8_t* start = p_;
     SharedHeader h;
     if (!at_kind(0x80, "a shared object (map) or nil") || !enter() || !read_shared_header(h)) return false;
     if (h.is_ref) {
@@ -691,8 +810,9 @@ class SerialReader {
         }
       }
       if (*o.type != typeid(U))
-        return fail_back(Code::data_loss, "ref " + std::to_string(h.id) + " names a " + std::string(o.name) +
-                                              ", not a " + std::string(serial_type_name<U>()));
+        return fail_at(start, Code::data_loss,
+                       "ref " + std::to_string(h.id) + " names a " + std::string(o.name) + ", not a " +
+                           std::string(serial_type_name<U>()));
       out = std::static_pointer_cast<U>(o.object);
       return leave();
     }
@@ -706,9 +826,9 @@ class SerialReader {
         return leave();
       }
       if constexpr (!Reflected<U> || std::is_abstract_v<U>) {
-        return unknown_type<U>(h.type);
+        return unknown_type<U>(start, h.type);
       } else if (h.type != serial_type_name<U>()) {
-        return unknown_type<U>(h.type);
+        return unknown_type<U>(start, h.type);
       }
     }
     if constexpr (Reflected<U> && !std::is_abstract_v<U>) {
@@ -726,70 +846,83 @@ class SerialReader {
   }
 
   template <typename U>
-  [[gnu::cold]] bool unknown_type(std::string_view name) {
-    return fail_back(Code::invalid_argument, "unknown type name \"" + std::string(name) +
-                                                 "\" (no type of that name is registered for shared_ptr<" +
-                                                 std::string(unqualified_type_name<U>()) + ">)");
+  [[gnu::cold]] bool unknown_type(const std::uint8_t* start, std::string_view name) {
+    return fail_at(start, Code::invalid_argument,
+                   "unknown type name \"" + std::string(name) +
+                       "\" (no type of that name is registered for shared_ptr<" +
+                       std::string(unqualified_type_name<U>()) + ">)");
   }
 
   // ---- tensors ----
 
+  // nil, [dtype, shape, data] (version 2; later elements skipped), or {"dtype", "shape", "data"} (version 1).
   bool read_tensor(Tensor& out) {
     if (p_ < end_ && *p_ == 0xc0) {
       ++p_;
       out = Tensor();
       return true;
     }
-    std::uint32_t n = 0;
-    if (!at_kind(0x80, "a tensor (map) or nil") || !read_map_header(n) || !enter()) return false;
-    const std::uint8_t* start = value_start_;
-    bool have_dtype = false;
-    bool have_shape = false;
+    const std::uint8_t* start = p_;
     DType dtype = DType::f32;
     std::vector<std::int64_t> dims;
     std::shared_ptr<const Storage> storage;
     std::size_t size = 0;
-    for (std::uint32_t i = 0; i < n; ++i) {
-      std::string_view key;
-      if (!read_str(key)) return false;
-      bool ok = true;
-      if (key == "dtype")
-        ok = have_dtype = read(dtype);
-      else if (key == "shape")
-        ok = have_shape = read(dims);
-      else if (key == "data")
-        ok = read_storage(storage, size);
-      else
-        ok = skip();
-      if (!ok) return in_field(key);
+    std::uint32_t n = 0;
+    if (at_kind(0x90)) {
+      if (!read_array_header(n) || !enter()) return false;
+      if (n < 3) return fail_at(start, Code::data_loss, "a tensor needs [dtype, shape, data]");
+      if (!read(dtype)) return in_field("dtype");
+      if (!read(dims)) return in_field("shape");
+      if (!read_storage(storage, size)) return in_field("data");
+      for (std::uint32_t i = 3; i < n; ++i)
+        if (!skip()) return in_extra_field(i);
+    } else {
+      if (!at_kind(0x80, "a tensor (array or map) or nil") || !read_map_header(n) || !enter()) return false;
+      bool have_dtype = false;
+      bool have_shape = false;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        std::string_view key;
+        if (!read_str(key)) return false;
+        bool ok = true;
+        if (key == "dtype")
+          ok = have_dtype = read(dtype);
+        else if (key == "shape")
+          ok = have_shape = read(dims);
+        else if (key == "data")
+          ok = read_storage(storage, size);
+        else
+          ok = skip();
+        if (!ok) return in_field(key);
+      }
+      if (!have_dtype || !have_shape || !storage)
+        return fail_at(start, Code::data_loss, "a tensor needs \"dtype\", \"shape\" and \"data\"");
     }
-    value_start_ = start;
-    if (!have_dtype || !have_shape || !storage)
-      return fail_back(Code::data_loss, "a tensor needs \"dtype\", \"shape\" and \"data\"");
     TensorType type{dtype, Shape(std::move(dims))};
     const auto nbytes = type.checked_nbytes();
-    if (!nbytes) return fail_back(Code::data_loss, "invalid tensor shape " + type.shape.to_string());
+    if (!nbytes) return fail_at(start, Code::data_loss, "invalid tensor shape " + type.shape.to_string());
     if (static_cast<std::uint64_t>(*nbytes) != size)
-      return fail_back(Code::data_loss, "a " + type.to_string() + " tensor needs " + std::to_string(*nbytes) +
-                                            " bytes, its data has " + std::to_string(size));
+      return fail_at(start, Code::data_loss,
+                     "a " + type.to_string() + " tensor needs " + std::to_string(*nbytes) + " bytes, its data has " +
+                         std::to_string(size));
     out = Tensor::view(std::move(type), std::move(storage), 0);
     return leave();
   }
 
   bool read_storage(std::shared_ptr<const Storage>& out, std::size_t& size) {
+    const std::uint8_t* start = p_;
     SharedHeader h;
     if (!at_kind(0x80, "tensor data ({\"id\"...} or {\"ref\": n})") || !read_shared_header(h)) return false;
     if (h.is_ref) {
       const SharedObject& o = objects_[h.id];
       if (*o.type != typeid(Storage))
-        return fail_back(Code::data_loss,
-                         "ref " + std::to_string(h.id) + " names a " + std::string(o.name) + ", not tensor data");
+        return fail_at(start, Code::data_loss,
+                       "ref " + std::to_string(h.id) + " names a " + std::string(o.name) + ", not tensor data");
       out = std::static_pointer_cast<const Storage>(o.object);
       size = o.size;
       return true;
     }
     if (h.type != storage_type_name)
-      return fail_back(Code::data_loss, "tensor data has type \"" + std::string(h.type) + "\", not \"Storage\"");
+      return fail_at(start, Code::data_loss, "tensor data has type \"" + std::string(h.type) + "\", not \"Storage\"");
     std::span<const std::uint8_t> bytes;
     if (!read_bin(bytes)) return false;
     std::shared_ptr<Storage> storage = BufferStorage::allocate(bytes.size());
@@ -803,7 +936,6 @@ class SerialReader {
   const std::uint8_t* begin_;
   const std::uint8_t* p_;
   const std::uint8_t* end_;
-  const std::uint8_t* value_start_ = nullptr;
   int depth_ = 0;
   std::vector<SharedObject> objects_;
   // The failure: code, message, offset, and the path segments pushed while unwinding (innermost first).

@@ -26,76 +26,148 @@
 
 namespace rml::detail {
 
+// ---- encoders: each writes one MessagePack item at `p`, which has room for it, and returns its end ----
+
+template <typename U>
+[[gnu::always_inline]] inline std::uint8_t* encode_be(std::uint8_t* p, std::uint8_t op, U v) {
+  static_assert(std::is_unsigned_v<U>);
+  if constexpr (sizeof(U) == 2) v = __builtin_bswap16(v);
+  if constexpr (sizeof(U) == 4) v = __builtin_bswap32(v);
+  if constexpr (sizeof(U) == 8) v = __builtin_bswap64(v);
+  p[0] = op;
+  std::memcpy(p + 1, &v, sizeof(U));
+  return p + 1 + sizeof(U);
+}
+
+[[gnu::always_inline]] inline std::uint8_t* encode_uint(std::uint8_t* p, std::uint64_t v) {
+  if (v < 0x80) [[likely]] {
+    *p = static_cast<std::uint8_t>(v);
+    return p + 1;
+  }
+  if (v <= 0xff) {
+    p[0] = 0xcc;
+    p[1] = static_cast<std::uint8_t>(v);
+    return p + 2;
+  }
+  if (v <= 0xffff) return encode_be(p, 0xcd, static_cast<std::uint16_t>(v));
+  if (v <= 0xffffffffu) return encode_be(p, 0xce, static_cast<std::uint32_t>(v));
+  return encode_be(p, 0xcf, v);
+}
+
+[[gnu::always_inline]] inline std::uint8_t* encode_int(std::uint8_t* p, std::int64_t v) {
+  if (v >= 0) return encode_uint(p, static_cast<std::uint64_t>(v));
+  if (v >= -32) {
+    *p = static_cast<std::uint8_t>(v);
+    return p + 1;
+  }
+  if (v >= -128) {
+    p[0] = 0xd0;
+    p[1] = static_cast<std::uint8_t>(v);
+    return p + 2;
+  }
+  if (v >= -32768) return encode_be(p, 0xd1, static_cast<std::uint16_t>(v));
+  if (v >= INT32_MIN) return encode_be(p, 0xd2, static_cast<std::uint32_t>(v));
+  return encode_be(p, 0xd3, static_cast<std::uint64_t>(v));
+}
+
+/// The most bytes one encoded T takes, for the types encoded without a length (bool, enums,
+/// integers, float, double); 0 for every other type.
+template <typename T>
+constexpr std::size_t max_scalar_bytes() {
+  if constexpr (std::is_same_v<T, bool>)
+    return 1;
+  else if constexpr (std::is_enum_v<T>)
+    return max_scalar_bytes<std::underlying_type_t<T>>();
+  else if constexpr (std::is_integral_v<T> || std::is_same_v<T, float> || std::is_same_v<T, double>)
+    return 1 + sizeof(T);
+  else
+    return 0;
+}
+
+/// Encodes a type that max_scalar_bytes covers: shortest integer form, float32, float64.
+template <typename T>
+[[gnu::always_inline]] inline std::uint8_t* encode_scalar(std::uint8_t* p, T v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    *p = v ? 0xc3 : 0xc2;
+    return p + 1;
+  } else if constexpr (std::is_enum_v<T>) {
+    return encode_scalar(p, static_cast<std::underlying_type_t<T>>(v));
+  } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    return encode_int(p, v);
+  } else if constexpr (std::is_integral_v<T>) {
+    return encode_uint(p, v);
+  } else if constexpr (std::is_same_v<T, float>) {
+    return encode_be(p, 0xca, std::bit_cast<std::uint32_t>(v));
+  } else {
+    static_assert(std::is_same_v<T, double>);
+    return encode_be(p, 0xcb, std::bit_cast<std::uint64_t>(v));
+  }
+}
+
+/// Copies n <= 32 bytes with a few fixed-size moves instead of a call to memcpy (names and ops are
+/// short). Reads and writes only [src, src + n) and [dst, dst + n).
+[[gnu::always_inline]] inline void copy_short(std::uint8_t* dst, const char* src, std::size_t n) {
+  const auto move = [&]<std::size_t W>(std::size_t at) { std::memcpy(dst + at, src + at, W); };
+  if (n >= 16) {
+    move.template operator()<16>(0);
+    move.template operator()<16>(n - 16);
+  } else if (n >= 8) {
+    move.template operator()<8>(0);
+    move.template operator()<8>(n - 8);
+  } else if (n >= 4) {
+    move.template operator()<4>(0);
+    move.template operator()<4>(n - 4);
+  } else if (n > 0) {
+    dst[0] = static_cast<std::uint8_t>(src[0]);
+    dst[n / 2] = static_cast<std::uint8_t>(src[n / 2]);
+    dst[n - 1] = static_cast<std::uint8_t>(src[n - 1]);
+  }
+}
+
 /// Appends MessagePack to a growing buffer. One writer writes one document.
 class SerialWriter {
  public:
-  SerialWriter() = default;
+  /// A writer whose buffer starts with room for `capacity` bytes (it grows as needed).
+  explicit SerialWriter(std::size_t capacity = 256) { reset_buffer(std::max<std::size_t>(capacity, 64)); }
+  SerialWriter(const SerialWriter&) = delete;
+  SerialWriter& operator=(const SerialWriter&) = delete;
 
   /// The bytes written so far; the writer is spent.
   std::vector<std::uint8_t> take() && {
-    buf_.resize(size_);
+    buf_.resize(size());
     return std::move(buf_);
   }
 
   // ---- MessagePack primitives (shortest encoding) ----
 
-  void write_nil() { put(0xc0); }
-  void write_bool(bool v) { put(v ? 0xc3 : 0xc2); }
-  void write_uint(std::uint64_t v) {
-    if (v < 0x80) {
-      put(static_cast<std::uint8_t>(v));
-    } else if (v <= 0xff) {
-      std::uint8_t* p = grow(2);
-      p[0] = 0xcc;
-      p[1] = static_cast<std::uint8_t>(v);
-    } else if (v <= 0xffff) {
-      put_be(0xcd, static_cast<std::uint16_t>(v));
-    } else if (v <= 0xffffffffu) {
-      put_be(0xce, static_cast<std::uint32_t>(v));
-    } else {
-      put_be(0xcf, v);
-    }
-  }
-  void write_int(std::int64_t v) {
-    if (v >= 0) {
-      write_uint(static_cast<std::uint64_t>(v));
-    } else if (v >= -32) {
-      put(static_cast<std::uint8_t>(v));
-    } else if (v >= -128) {
-      std::uint8_t* p = grow(2);
-      p[0] = 0xd0;
-      p[1] = static_cast<std::uint8_t>(v);
-    } else if (v >= -32768) {
-      put_be(0xd1, static_cast<std::uint16_t>(v));
-    } else if (v >= INT32_MIN) {
-      put_be(0xd2, static_cast<std::uint32_t>(v));
-    } else {
-      put_be(0xd3, static_cast<std::uint64_t>(v));
-    }
-  }
-  void write_f32(float v) { put_be(0xca, std::bit_cast<std::uint32_t>(v)); }
-  void write_f64(double v) { put_be(0xcb, std::bit_cast<std::uint64_t>(v)); }
-  void write_str(std::string_view s) {
+  void write_nil() { *bump(1) = 0xc0; }
+  void write_uint(std::uint64_t v) { pos_ = encode_uint(room(9), v); }
+  [[gnu::always_inline]] void write_str(std::string_view s) {
     const std::size_t n = s.size();
-    if (n < 32) {
-      std::uint8_t* p = grow(1 + n);
+    if (n < 32) [[likely]] {
+      std::uint8_t* p = bump(1 + n);
       p[0] = static_cast<std::uint8_t>(0xa0 | n);
-      if (n) std::memcpy(p + 1, s.data(), n);
+      copy_short(p + 1, s.data(), n);
       return;
     }
-    sized_header(n, 0xd9, 0xda, 0xdb, "string");
-    append(s.data(), n);
+    write_long_str(s);
   }
   void write_bin(std::span<const std::byte> bytes) {
     sized_header(bytes.size(), 0xc4, 0xc5, 0xc6, "binary blob");
     append(bytes.data(), bytes.size());
   }
-  void write_array_header(std::size_t n) {
-    if (n < 16) return put(static_cast<std::uint8_t>(0x90 | n));
+  [[gnu::always_inline]] void write_array_header(std::size_t n) {
+    if (n < 16) [[likely]] {
+      *bump(1) = static_cast<std::uint8_t>(0x90 | n);
+      return;
+    }
     sized_header(n, 0, 0xdc, 0xdd, "array");
   }
   void write_map_header(std::size_t n) {
-    if (n < 16) return put(static_cast<std::uint8_t>(0x80 | n));
+    if (n < 16) [[likely]] {
+      *bump(1) = static_cast<std::uint8_t>(0x80 | n);
+      return;
+    }
     sized_header(n, 0, 0xde, 0xdf, "map");
   }
 
@@ -104,19 +176,9 @@ class SerialWriter {
   /// Writes any reflected field type. Throws Error for what cannot be written (a symbolic
   /// tensor, a polymorphic object of an unregistered type, more than 2^32 - 1 elements).
   template <typename T>
-  void write(const T& v) {
-    if constexpr (std::is_same_v<T, bool>) {
-      write_bool(v);
-    } else if constexpr (std::is_enum_v<T>) {
-      write(static_cast<std::underlying_type_t<T>>(v));
-    } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-      write_int(v);
-    } else if constexpr (std::is_integral_v<T>) {
-      write_uint(v);
-    } else if constexpr (std::is_same_v<T, float>) {
-      write_f32(v);
-    } else if constexpr (std::is_same_v<T, double>) {
-      write_f64(v);
+  [[gnu::always_inline]] void write(const T& v) {
+    if constexpr (max_scalar_bytes<T>() != 0) {
+      pos_ = encode_scalar(room(max_scalar_bytes<T>()), v);
     } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view>) {
       write_str(v);
     } else if constexpr (std::is_same_v<T, Tensor>) {
@@ -124,12 +186,7 @@ class SerialWriter {
     } else if constexpr (Reflected<T>) {
       write_struct(v);
     } else if constexpr (is_vector<T>::value) {
-      if constexpr (std::is_same_v<typename T::value_type, std::uint8_t>) {
-        write_bin(std::as_bytes(std::span(v)));
-      } else {
-        write_array_header(v.size());
-        for (const auto& e : v) write(static_cast<const typename T::value_type&>(e));
-      }
+      write_vector(v);
     } else if constexpr (is_optional<T>::value) {
       if (v)
         write(*v);
@@ -144,7 +201,7 @@ class SerialWriter {
     } else if constexpr (is_shared_ptr<T>::value) {
       write_shared(v);
     } else if constexpr (is_variant<T>::value) {
-      write_array_header(2);
+      *bump(1) = 0x92;
       write_uint(v.index());
       std::visit([&](const auto& x) { write(x); }, v);
     } else {
@@ -152,8 +209,8 @@ class SerialWriter {
     }
   }
 
-  /// A reflected struct: a map from field name to value, in declaration order, leaving out the
-  /// fields that hold what a default-constructed T holds (the reader restores those by default).
+  /// A reflected struct: an array of its fields in declaration order, without the trailing fields
+  /// that hold what a default-constructed T holds (the reader restores those by default).
   template <Reflected T>
   void write_struct(const T& obj) {
     write_fields(obj, std::make_index_sequence<field_count_v<T>>{});
@@ -175,7 +232,7 @@ class SerialWriter {
       return std::apply([&](const auto&... fd) { return (is_default(v.*(fd.member), d.*(fd.member)) && ...); },
                         M::fields());
     } else if constexpr (is_vector<M>::value || is_map<M>::value) {
-      return v.empty() && d.empty();
+      return v.size() == 0 && d.size() == 0;
     } else if constexpr (is_optional<M>::value || is_shared_ptr<M>::value) {
       return !v && !d;
     } else {
@@ -183,35 +240,63 @@ class SerialWriter {
     }
   }
 
-  /// Reserves room for `n` more bytes (a hint; writing grows the buffer anyway).
-  void reserve(std::size_t n) {
-    if (buf_.size() - size_ < n) buf_.resize(size_ + n);
-  }
-
  private:
   template <Reflected T, std::size_t... I>
   void write_fields(const T& obj, std::index_sequence<I...>) {
     static constexpr auto fields = T::fields();
-    if constexpr (sizeof...(I) == 0) {
-      write_map_header(0);
-    } else if constexpr (std::is_default_constructible_v<T>) {
-      static const T defaults{};
-      const bool present[] = {
-          !is_default(obj.*(std::get<I>(fields).member), defaults.*(std::get<I>(fields).member))...};
-      std::size_t n = 0;
-      for (bool p : present) n += p;
-      write_map_header(n);
-      ((present[I] ? (write_key<T, I>(), write(obj.*(std::get<I>(fields).member))) : void()), ...);
+    const std::size_t n = written_field_count(obj, std::index_sequence<I...>{});
+    write_array_header(n);
+    ((I < n ? write(obj.*(std::get<I>(fields).member)) : void()), ...);
+  }
+
+  // How many leading fields of `obj` are written: all but the trailing run of fields that hold
+  // the default-constructed T's values.
+  template <Reflected T, std::size_t... I>
+  static std::size_t written_field_count(const T& obj, std::index_sequence<I...>) {
+    constexpr std::size_t count = sizeof...(I);
+    if constexpr (count == 0 || !std::is_default_constructible_v<T>) {
+      return count;
     } else {
-      write_map_header(sizeof...(I));
-      ((write_key<T, I>(), write(obj.*(std::get<I>(fields).member))), ...);
+      static constexpr auto fields = T::fields();
+      static const T defaults{};
+      std::size_t n = count;
+      // From the last field back; stops at the first that differs from its default.
+      (void)((is_default(obj.*(std::get<count - 1 - I>(fields).member),
+                         defaults.*(std::get<count - 1 - I>(fields).member)) &&
+              (--n, true)) &&
+             ...);
+      return n;
     }
   }
 
-  template <typename T, std::size_t I>
-  void write_key() {
-    constexpr const auto& key = EncodedKey<T, I>::bytes;
-    std::memcpy(grow(key.size()), key.data(), key.size());
+  template <typename V>
+  void write_vector(const V& v) {
+    using E = typename V::value_type;
+    if constexpr (std::is_same_v<E, std::uint8_t>) {
+      write_bin(std::as_bytes(std::span(v)));
+    } else if constexpr (max_scalar_bytes<E>() != 0) {
+      // Scalars: one bounds check for a short list (a shape, a node's inputs) or per chunk of a
+      // long one, then a tight loop.
+      constexpr std::size_t chunk = 4096;
+      const std::size_t n = v.size();
+      if (n < 16) [[likely]] {
+        std::uint8_t* p = room(1 + n * max_scalar_bytes<E>());
+        *p++ = static_cast<std::uint8_t>(0x90 | n);
+        for (std::size_t i = 0; i < n; ++i) p = encode_scalar(p, static_cast<E>(v[i]));
+        pos_ = p;
+        return;
+      }
+      write_array_header(n);
+      for (std::size_t i = 0; i < n;) {
+        const std::size_t end = i + std::min(n - i, chunk);
+        std::uint8_t* p = room((end - i) * max_scalar_bytes<E>());
+        for (; i < end; ++i) p = encode_scalar(p, static_cast<E>(v[i]));
+        pos_ = p;
+      }
+    } else {
+      write_array_header(v.size());
+      for (const auto& e : v) write(static_cast<const E&>(e));
+    }
   }
 
   // A shared object is known by its address and its most-derived type (a struct and its first
@@ -268,62 +353,72 @@ class SerialWriter {
     return false;
   }
 
-  // A tensor: nil when it has no data, else `{"dtype": d, "shape": [...], "data": <shared bytes>}`.
+  // A tensor: nil when it has no data, else `[dtype, shape, <shared bytes>]`.
   void write_tensor(const Tensor& t) {
     if (t.is_symbolic())
       throw Error(Code::failed_precondition, "serialize: a symbolic tensor (being traced) has no data to write");
     if (!t.defined()) return write_nil();
-    write_map_header(3);
-    write_str("dtype");
+    write_array_header(3);
     write(t.dtype());
-    write_str("shape");
     write(t.shape().dims());
-    write_str("data");
     if (write_ref(blobs_, BlobKey{t.storage().get(), t.storage_offset(), t.nbytes()})) return;
     write_str(storage_type_name);
     write_str(key_fields);
     write_bin(t.bytes());
   }
 
+  [[gnu::noinline]] void write_long_str(std::string_view s) {
+    sized_header(s.size(), 0xd9, 0xda, 0xdb, "string");
+    append(s.data(), s.size());
+  }
+
   void sized_header(std::size_t n, std::uint8_t op8, std::uint8_t op16, std::uint8_t op32, const char* what) {
+    std::uint8_t* p = room(5);
     if (op8 != 0 && n <= 0xff) {
-      std::uint8_t* p = grow(2);
       p[0] = op8;
       p[1] = static_cast<std::uint8_t>(n);
+      pos_ = p + 2;
     } else if (n <= 0xffff) {
-      put_be(op16, static_cast<std::uint16_t>(n));
+      pos_ = encode_be(p, op16, static_cast<std::uint16_t>(n));
     } else if (n <= 0xffffffffu) {
-      put_be(op32, static_cast<std::uint32_t>(n));
+      pos_ = encode_be(p, op32, static_cast<std::uint32_t>(n));
     } else {
       throw Error(Code::unsupported, std::string("serialize: a ") + what + " of " + std::to_string(n) +
                                          " elements is beyond MessagePack's 2^32 - 1");
     }
   }
 
-  // Room for n bytes at the end; returns where they go.
-  [[gnu::always_inline]] std::uint8_t* grow(std::size_t n) {
-    if (buf_.size() - size_ < n) [[unlikely]]
-      grow_slow(n);
-    std::uint8_t* p = buf_.data() + size_;
-    size_ += n;
+  std::size_t size() const noexcept { return static_cast<std::size_t>(pos_ - buf_.data()); }
+  // Room for n bytes at the end, without taking them; returns where they go.
+  [[gnu::always_inline]] std::uint8_t* room(std::size_t n) {
+    if (static_cast<std::size_t>(end_ - pos_) < n) [[unlikely]]
+      grow(n);
+    return pos_;
+  }
+  // Takes n bytes at the end; returns where they go.
+  [[gnu::always_inline]] std::uint8_t* bump(std::size_t n) {
+    std::uint8_t* p = room(n);
+    pos_ = p + n;
     return p;
   }
-  [[gnu::noinline]] void grow_slow(std::size_t n) {
-    buf_.resize(std::max({buf_.size() * 2, size_ + n, std::size_t{256}}));
-  }
-  void put(std::uint8_t b) { *grow(1) = b; }
   void append(const void* data, std::size_t n) {
-    if (n) std::memcpy(grow(n), data, n);
+    if (n) std::memcpy(bump(n), data, n);
   }
-  template <typename U>
-  void put_be(std::uint8_t op, U v) {
-    std::uint8_t* p = grow(1 + sizeof(U));
-    p[0] = op;
-    for (std::size_t i = 0; i < sizeof(U); ++i) p[1 + i] = static_cast<std::uint8_t>(v >> (8 * (sizeof(U) - 1 - i)));
+  [[gnu::noinline]] void grow(std::size_t n) {
+    const std::size_t used = size();
+    reset_buffer(std::max({buf_.size() * 2, used + n, std::size_t{256}}));
+    pos_ = buf_.data() + used;
+  }
+  void reset_buffer(std::size_t capacity) {
+    // resize zero-fills, a memset at a few GB/s; the size hint keeps this to about one pass.
+    buf_.resize(capacity);
+    pos_ = buf_.data();
+    end_ = buf_.data() + buf_.size();
   }
 
   std::vector<std::uint8_t> buf_;
-  std::size_t size_ = 0;
+  std::uint8_t* pos_ = nullptr;  // the next byte to write, in buf_
+  std::uint8_t* end_ = nullptr;  // buf_'s end
   std::uint32_t next_id_ = 0;
   std::map<ObjectKey, std::uint32_t> objects_;
   std::map<BlobKey, std::uint32_t> blobs_;

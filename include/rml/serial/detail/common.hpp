@@ -18,9 +18,12 @@ namespace rml {
 
 /// The envelope's `format` string.
 inline constexpr std::string_view serial_format_name = "rml-msgpack";
-/// The envelope's version. A reader refuses a newer major version; minor versions only add.
-inline constexpr std::uint32_t serial_version_major = 1;
+/// The envelope's version, as the writer writes it. A reader refuses a newer major version; minor
+/// versions only add. Version 2 writes structs as positional arrays, version 1 wrote keyed maps.
+inline constexpr std::uint32_t serial_version_major = 2;
 inline constexpr std::uint32_t serial_version_minor = 0;
+/// The oldest major version the reader still reads (its keyed structs).
+inline constexpr std::uint32_t serial_oldest_version_major = 1;
 /// Containers, structs and shared objects nested deeper than this are refused on read.
 inline constexpr int serial_max_depth = 256;
 
@@ -87,8 +90,8 @@ std::string_view serial_type_name() {
   return unqualified_type_name<T>();
 }
 
-/// Field I of T's wire key as MessagePack bytes (str header + name), built at compile time so the
-/// writer copies and the reader compares a constant number of bytes.
+/// Field I of T's version-1 wire key as MessagePack bytes (str header + name), built at compile time
+/// so the reader of keyed structs compares a constant number of bytes.
 template <typename T, std::size_t I>
 struct EncodedKey {
   static constexpr std::string_view name = std::get<I>(T::fields()).name;
