@@ -95,7 +95,7 @@ BENCHMARK(msgpack_read)->Apply(sizes);
 BENCHMARK(json_write)->Apply(sizes);
 BENCHMARK(json_read)->Apply(sizes);
 
-// Collects nodes/s per (benchmark, size) for the summary.
+// Collects nodes/s and document bytes per (benchmark, size) for the summary.
 class Collector : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
@@ -106,30 +106,40 @@ class Collector : public benchmark::ConsoleReporter {
       const auto slash = name.find('/');
       const auto it = run.counters.find("items_per_second");
       if (slash == std::string::npos || it == run.counters.end()) continue;
-      rates[name.substr(0, slash)][std::stoi(name.substr(slash + 1))] = it->second.value;
+      const std::string bench = name.substr(0, slash);
+      const int nodes = std::stoi(name.substr(slash + 1));
+      rates[bench][nodes] = it->second.value;
+      if (const auto b = run.counters.find("bytes"); b != run.counters.end()) bytes[bench][nodes] = b->second.value;
     }
   }
   std::map<std::string, std::map<int, double>> rates;
+  std::map<std::string, std::map<int, double>> bytes;  // the document's size, for the writers
 };
 
+// The value for (bench, n) in `table`, or 0 when it was not measured.
+double lookup(const std::map<std::string, std::map<int, double>>& table, const char* bench, int n) {
+  const auto it = table.find(bench);
+  if (it == table.end()) return 0.0;
+  const auto jt = it->second.find(n);
+  return jt == it->second.end() ? 0.0 : jt->second;
+}
+
 void print_summary(const Collector& c) {
-  const auto rate = [&](const char* bench, int n) {
-    const auto it = c.rates.find(bench);
-    if (it == c.rates.end()) return 0.0;
-    const auto jt = it->second.find(n);
-    return jt == it->second.end() ? 0.0 : jt->second;
-  };
+  const auto rate = [&](const char* bench, int n) { return lookup(c.rates, bench, n); };
   std::printf("\nMessagePack (rml-msgpack) vs rml-graph JSON (same run) and the reference guide's figures\n");
-  std::printf("%8s | %14s %8s %9s | %14s %8s %9s\n", "nodes", "write nodes/s", "x JSON", "x guide", "read nodes/s",
-              "x JSON", "x guide");
+  std::printf("%8s | %14s %8s %9s | %14s %8s %9s | %9s %9s\n", "nodes", "write nodes/s", "x JSON", "x guide",
+              "read nodes/s", "x JSON", "x guide", "B/node", "JSON B/n");
   for (int n : {10, 100, 1000, 100000}) {
     const double w = rate("msgpack_write", n), r = rate("msgpack_read", n);
     const double jw = rate("json_write", n), jr = rate("json_read", n);
     if (w == 0 && r == 0) continue;
-    std::printf("%8d | %12.2f M %7.1fx %8.1fx | %12.2f M %7.1fx %8.1fx\n", n, w / 1e6, jw > 0 ? w / jw : 0.0,
-                w / reference_serialize, r / 1e6, jr > 0 ? r / jr : 0.0, r / reference_deserialize);
+    std::printf("%8d | %12.2f M %7.1fx %8.1fx | %12.2f M %7.1fx %8.1fx | %9.1f %9.1f\n", n, w / 1e6,
+                jw > 0 ? w / jw : 0.0, w / reference_serialize, r / 1e6, jr > 0 ? r / jr : 0.0,
+                r / reference_deserialize, lookup(c.bytes, "msgpack_write", n) / n,
+                lookup(c.bytes, "json_write", n) / n);
   }
   std::printf("targets: >= 20 M nodes/s write, >= 10 M nodes/s read at 1000 nodes and up\n");
+  std::printf("B/node: document bytes per node, weights included (MessagePack) or apart (JSON)\n");
 }
 
 }  // namespace

@@ -90,6 +90,35 @@ TEST_CASE("every field kind round-trips") {
   CHECK(reinterpret_cast<std::uintptr_t>(back->tensor.raw_data()) % BufferStorage::alignment == 0);
 }
 
+TEST_CASE("long lists and strings grow the writer's buffer from its small start") {
+  // Thousands of structs, a scalar list longer than the writer's 4096-element chunk with every
+  // integer width, and a blob and a string longer than the buffer's first steps.
+  v2::Model m;
+  m.name = std::string(70000, 'n');
+  for (int i = 0; i < 5000; ++i) m.layers.push_back({"layer" + std::to_string(i), i * 1000003LL, std::nullopt, 0.5});
+  Everything e;
+  std::vector<std::int64_t> widths;  // +-2^k for every k < 63: every encoding width, both signs
+  for (std::int64_t i = 0; i < 10000; ++i) widths.push_back((i % 2 ? -1 : 1) * (std::int64_t{1} << (i % 63)));
+  for (std::size_t i = 0; i < widths.size(); ++i)
+    e.table[static_cast<std::int32_t>(i % 3)].push_back(static_cast<double>(widths[i]));
+  e.attrs["big"] = widths;
+  e.blob.assign(300000, 0xab);
+  auto model = deserialize<v2::Model>(serialize(m));
+  REQUIRE_MESSAGE(model.ok(), model.error().to_string());
+  CHECK(model->name == m.name);
+  REQUIRE(model->layers.size() == 5000);
+  CHECK(model->layers[4999].name == "layer4999");
+  CHECK(model->layers[4999].width == 4999 * 1000003LL);
+  const auto bytes = serialize(e);
+  // msgpack-cxx reads the long list back as written.
+  auto handle = decode(bytes);
+  const msgpack::object& root = *find_key(handle.get(), "root");
+  CHECK(find_key(root.via.array.ptr[12], "big")->via.array.ptr[1].as<std::vector<std::int64_t>>() == widths);
+  auto back = deserialize<Everything>(bytes);
+  REQUIRE_MESSAGE(back.ok(), back.error().to_string());
+  CHECK(assert_structural_equal(e, *back).ok());
+}
+
 TEST_CASE("the bytes are MessagePack as documented (decoded by msgpack-cxx)") {
   Pair p;
   p.a = std::make_shared<Point>(Point{1, 2});

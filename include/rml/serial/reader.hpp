@@ -160,7 +160,7 @@ class SerialReader {
     } else if constexpr (std::is_same_v<T, std::string>) {
       std::string_view s;
       if (!read_str(s)) return false;
-      out = std::string(s);  // constructs in place: cheaper than assign's general replace
+      out.assign(s.data(), s.size());
       return true;
     } else if constexpr (std::is_same_v<T, Tensor>) {
       return read_tensor(out);

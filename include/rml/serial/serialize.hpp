@@ -41,21 +41,22 @@ const serial_root_t<T>& serial_root(const T& value) {
     return value;
 }
 
-// A guess at the document's size, so the writer rarely grows its buffer: graphs by counting
-// their parts and weights, anything else starts small.
+// A guess at the document's size, so the writer rarely moves its buffer: graphs by counting their
+// parts (generously: capacity the writer does not use costs no zero-filling) and weights, anything
+// else starts small.
 template <typename T>
 std::size_t serial_size_hint(const T& value) {
   if constexpr (std::is_same_v<T, GraphDef>) {
-    std::size_t bytes = 256 + 64 * value.nodes.size() + 16 * value.values.size() + 32 * value.constants.size();
-    // Tied weights are written once: a small direct-mapped table of recent data pointers catches
-    // the common sharing (a collision only makes the guess larger).
-    std::array<const std::byte*, 64> seen{};
+    std::size_t bytes = 256 + 96 * value.nodes.size() + 24 * value.values.size() + 48 * value.constants.size();
+    // Tied weights are written once: a small direct-mapped table of recent (storage, offset) pairs
+    // catches the common sharing (a collision only makes the guess larger).
+    std::array<std::pair<const Storage*, std::size_t>, 64> seen{};
     for (const auto& c : value.constants) {
       if (!c.data.defined()) continue;
-      const std::byte* data = c.data.raw_data();
-      const std::byte*& slot = seen[(reinterpret_cast<std::uintptr_t>(data) >> 6) % seen.size()];
-      if (slot != data) bytes += c.data.nbytes();
-      slot = data;
+      const std::pair<const Storage*, std::size_t> key{c.data.storage().get(), c.data.storage_offset()};
+      auto& slot = seen[(reinterpret_cast<std::uintptr_t>(key.first) / 64 + key.second) % seen.size()];
+      if (slot != key) bytes += c.data.nbytes();
+      slot = key;
     }
     return bytes;
   } else {
