@@ -116,6 +116,20 @@ BENCHMARK(BM_EigenGemm)
     ->Args({256, 2304, 196})
     ->Args({512, 4608, 49})
     ->Unit(benchmark::kMicrosecond);
+// The same layers at the zoo's 64x64 input: small planes, where the output channels become the
+// GEMM's rows.
+BENCHMARK(BM_EigenGemm)
+    ->Args({64, 576, 256})
+    ->Args({128, 1152, 64})
+    ->Args({256, 2304, 16})
+    ->Args({512, 4608, 4})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Conv3x3)
+    ->Args({64, 16, 1})
+    ->Args({128, 8, 1})
+    ->Args({256, 4, 1})
+    ->Args({512, 2, 1})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Conv3x3)
     ->Args({64, 56, 1})
     ->Args({128, 28, 1})
@@ -161,6 +175,10 @@ int main(int argc, char** argv) {
   ratio(g + "128/1152/784", cv + "128/28/1", "conv3x3 128ch 28x28, 1 thread");
   ratio(g + "256/2304/196", cv + "256/14/1", "conv3x3 256ch 14x14, 1 thread");
   ratio(g + "512/4608/49", cv + "512/7/1", "conv3x3 512ch 7x7, 1 thread");
+  ratio(g + "64/576/256", cv + "64/16/1", "conv3x3 64ch 16x16, 1 thread");
+  ratio(g + "128/1152/64", cv + "128/8/1", "conv3x3 128ch 8x8, 1 thread");
+  ratio(g + "256/2304/16", cv + "256/4/1", "conv3x3 256ch 4x4, 1 thread");
+  ratio(g + "512/4608/4", cv + "512/2/1", "conv3x3 512ch 2x2, 1 thread");
   ratio(g + "64/576/3136", cv + "64/56/2", "conv3x3 64ch 56x56, 2 threads (vs 1-thread Eigen)");
   ratio(g + "512/4608/49", cv + "512/7/2", "conv3x3 512ch 7x7, 2 threads (vs 1-thread Eigen)");
   if (rec.ns.count("BM_Chain1000"))

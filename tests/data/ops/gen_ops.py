@@ -253,6 +253,9 @@ def conv_blocked_cases():
         "pointwise_wide": dict(x=(1, 40, 12, 12), w=(24, 40, 1, 1), attrs={}, bias=True),
         "grouped_dilated": dict(x=(2, 24, 9, 9), w=(30, 8, 3, 3), attrs={"groups": 3, "dilations": [2, 1],
                                                                            "pads": [2, 1, 2, 1]}),
+        # One or two output positions per image: the channels become the GEMM's rows.
+        "single_position": dict(x=(2, 64, 3, 3), w=(50, 64, 3, 3), attrs={}, bias=True),
+        "two_positions_grouped": dict(x=(1, 32, 3, 4), w=(40, 16, 3, 3), attrs={"groups": 2, "pads": [0, 0, 0, 0]}),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]

@@ -58,48 +58,65 @@ inline std::size_t conv_scratch_bytes(const Conv2dPlan& p, int threads) noexcept
 /// at output position p, and 0 in the padding.
 inline void im2col(const Conv2dPlan& p, const float* x, float* col, std::int64_t r0, std::int64_t r1, std::int64_t p0,
                    std::int64_t p1) {
+  // Rows of small planes are a few floats long: plain loops, not memset/memcpy calls, per segment.
   const std::int64_t len = p1 - p0;
   for (std::int64_t r = r0; r < r1; ++r) {
     const std::int64_t kx = r % p.kw, ky = (r / p.kw) % p.kh, ci = r / (p.kw * p.kh);
     const std::int64_t shift_x = kx * p.dilation_w - p.pad_left;
     const ValidRange vx = valid_outputs(p.ow, p.stride_w, shift_x, p.w);
     for (std::int64_t oy = p0 / p.ow; oy * p.ow < p1; ++oy) {
-      // The part of output row oy inside [p0, p1), as ox in [a, b); d[j] is ox = a + j.
+      // The part of output row oy inside [p0, p1), as ox in [a, b); d[ox - a] is output column ox.
       const std::int64_t base = oy * p.ow;
       const std::int64_t a = std::max(p0 - base, std::int64_t{0}), b = std::min(p1 - base, p.ow);
       float* d = col + (r - r0) * len + (base + a - p0);
       const std::int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
       if (iy < 0 || iy >= p.h) {
-        std::fill(d, d + (b - a), 0.0f);
+        for (std::int64_t ox = a; ox < b; ++ox) d[ox - a] = 0.0f;
         continue;
       }
       const float* row = x + (ci * p.h + iy) * p.w;  // input x at ox: row[ox * stride_w + shift_x]
       const std::int64_t va = std::clamp(vx.begin, a, b), vb = std::clamp(vx.end, va, b);
-      std::fill(d, d + (va - a), 0.0f);
+      for (std::int64_t ox = a; ox < va; ++ox) d[ox - a] = 0.0f;
       if (p.stride_w == 1) {
-        std::copy(row + va + shift_x, row + vb + shift_x, d + (va - a));
+        for (std::int64_t ox = va; ox < vb; ++ox) d[ox - a] = row[ox + shift_x];
       } else {
         for (std::int64_t ox = va; ox < vb; ++ox) d[ox - a] = row[ox * p.stride_w + shift_x];
       }
-      std::fill(d + (vb - a), d + (b - a), 0.0f);
+      for (std::int64_t ox = vb; ox < b; ++ox) d[ox - a] = 0.0f;
     }
   }
 }
 
-/// One channel plane of a depthwise convolution, computed directly.
+/// One channel plane of a depthwise convolution, computed directly: row by row, so each output row
+/// stays in L1 while every tap adds its input row to it (contiguous, vectorised, for stride 1). A
+/// stride-2 row is first split into its even and odd columns so its taps are contiguous as well.
 inline void depthwise_plane(const Conv2dPlan& p, const float* x, const float* w, float bias, float* y) {
-  std::fill(y, y + p.oh * p.ow, bias);
-  for (std::int64_t ky = 0; ky < p.kh; ++ky) {
-    for (std::int64_t kx = 0; kx < p.kw; ++kx) {
-      const float wv = w[ky * p.kw + kx];
-      const std::int64_t shift_x = kx * p.dilation_w - p.pad_left;
-      const ValidRange vx = valid_outputs(p.ow, p.stride_w, shift_x, p.w);
-      const ValidRange vy = valid_outputs(p.oh, p.stride_h, ky * p.dilation_h - p.pad_top, p.h);
-      for (std::int64_t oy = vy.begin; oy < vy.end; ++oy) {
-        const float* row = x + (oy * p.stride_h - p.pad_top + ky * p.dilation_h) * p.w;
-        float* dst = y + oy * p.ow;
+  constexpr std::int64_t kSplit = 1024;  // widest stride-2 row split on the stack
+  float split[kSplit];
+  const bool split_rows = p.stride_w == 2 && p.w <= kSplit;
+  for (std::int64_t oy = 0; oy < p.oh; ++oy) {
+    float* dst = y + oy * p.ow;
+    std::fill(dst, dst + p.ow, bias);
+    for (std::int64_t ky = 0; ky < p.kh; ++ky) {
+      const std::int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      if (iy < 0 || iy >= p.h) continue;
+      const float* row = x + iy * p.w;
+      // With a split row, input column c is split[c / 2 + (c % 2) * half].
+      const std::int64_t half = (p.w + 1) / 2;
+      if (split_rows) {
+        for (std::int64_t c = 0; c < p.w; ++c) split[c / 2 + (c % 2) * half] = row[c];
+      }
+      for (std::int64_t kx = 0; kx < p.kw; ++kx) {
+        const float wv = w[ky * p.kw + kx];
+        const std::int64_t shift_x = kx * p.dilation_w - p.pad_left;
+        const ValidRange vx = valid_outputs(p.ow, p.stride_w, shift_x, p.w);
         if (p.stride_w == 1) {
           for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * row[ox + shift_x];
+        } else if (split_rows) {
+          // Column 2 * ox + shift_x: the even half when shift_x is even, else the odd half.
+          const std::int64_t odd = shift_x & 1;
+          const std::int64_t at = odd * half + (shift_x - odd) / 2;
+          for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * split[at + ox];
         } else {
           for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * row[ox * p.stride_w + shift_x];
         }
@@ -111,9 +128,12 @@ inline void depthwise_plane(const Conv2dPlan& p, const float* x, const float* w,
 // Pre-packed convolution for constant weights (every conv2d but depthwise ones). Per group and
 // image, row-major Y[og, plane] = W[og, kdim] X[kdim, plane] is Eigen's column-major
 // Y^T[plane, og] = X^T[plane, kdim] W^T[kdim, og]: the weights are GEBP's right-hand side, packed
-// once at Executor::create, and the input is the left-hand side, built one cache-sized tile of
-// output positions at a time (im2col of the tile, then GEBP's packing) so it never leaves L2. A
-// 1x1 convolution packs straight from the input, with no im2col at all.
+// once at Executor::create, and the input is the left-hand side, packed one cache-sized tile of
+// output positions at a time. A 1x1 convolution packs straight from the input. A stride-1
+// convolution packs straight from a zero-padded copy of the input too (no im2col): over the padded
+// width, column k of X^T is the padded input shifted by a constant offset, so the GEMM runs over
+// `oh * padded width` positions and the few that fall in the padding are dropped when the tile is
+// copied out. Other convolutions im2col each tile into L2 first.
 
 /// Constant conv2d weights as GEBP right-hand panels: per group, `kc`-deep blocks of W_g^T; and
 /// how a run splits its work (tiles of `mc` output positions; by columns when there are too few).
@@ -123,37 +143,109 @@ struct PackedConvWeights {
   std::int64_t parts = 1;          ///< threads the run splits over
   bool split_columns = false;      ///< each part takes a range of output channels, not of positions
   std::vector<float, Eigen::aligned_allocator<float>> panels;
+  /// Set when the output channels are GEBP's rows instead (small planes): per group, W_g^T packed
+  /// as a matmul's constant right-hand side, for Y_g^T[plane, og] = im2col(x_g)^T W_g^T.
+  std::vector<std::shared_ptr<const PackedWeights>> by_channel;
+  /// Stride-1 convolutions packed from the padded input: its height and width, and per row k of
+  /// X (ci, ky, kx) the offset of its first element in the padded input.
+  bool implicit = false;
+  std::int64_t hp = 0, wp = 0;
+  std::vector<std::int64_t> k_offset;
+  /// GEBP rows per image and group: the output positions, or `oh * wp` when implicit.
+  std::int64_t positions = 0;
 
   /// The packed block of group g at depth k2 (`min(kc, kdim - k2)` deep, og columns).
   [[nodiscard]] const float* block(std::int64_t g, std::int64_t k2) const noexcept {
     return panels.data() + g * kdim * og + k2 * og;
   }
-  /// Floats of scratch per part: an im2col tile and its packed form, each rounded to 64 bytes.
-  [[nodiscard]] std::int64_t part_floats() const noexcept { return 2 * ((kc * mc + 15) / 16 * 16); }
+  /// Floats of scratch per part: a tile (im2col, or when implicit the result tile) and the packed
+  /// tile, each rounded to 64 bytes.
+  [[nodiscard]] std::int64_t tile_floats() const noexcept {
+    return (std::max(kc * mc, implicit ? mc * og : 0) + 15) / 16 * 16;
+  }
+  [[nodiscard]] std::int64_t part_floats() const noexcept { return tile_floats() + (kc * mc + 15) / 16 * 16; }
+  /// Floats of the padded input (implicit runs; with slack for the last positions' reads).
+  /// The furthest read is the last row's offset plus the last position.
+  [[nodiscard]] std::int64_t padded_floats() const noexcept {
+    return implicit ? (k_offset.back() + positions + 15) / 16 * 16 : 0;
+  }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
-    return static_cast<std::size_t>(parts * part_floats()) * sizeof(float);
+    if (!by_channel.empty()) return by_channel[0]->scratch_bytes() + channel_major_floats() * sizeof(float);
+    return static_cast<std::size_t>(padded_floats() + parts * part_floats()) * sizeof(float);
+  }
+  /// Channel-major runs: floats of the im2col matrix [kdim, plane] and of Y^T [plane, og], each
+  /// rounded to 64 bytes (GEBP's packed activations come first in the scratch).
+  [[nodiscard]] std::int64_t im2col_floats() const noexcept { return (kdim * by_channel[0]->m + 15) / 16 * 16; }
+  [[nodiscard]] std::size_t channel_major_floats() const noexcept {
+    return static_cast<std::size_t>(im2col_floats() + (by_channel[0]->m * og + 15) / 16 * 16);
   }
 };
+
+/// Cycles per depth step of Eigen's GEBP for `rows` rows and four columns, by its row paths: three,
+/// two and one packets, half and quarter packets, then single rows. A rough model (loads and FMAs
+/// per step) that is only used to compare the two ways of orienting a convolution.
+inline double gebp_row_cost(std::int64_t rows) noexcept {
+  const std::int64_t packet = gebp::Traits::LhsProgress;
+  double cost = static_cast<double>(rows / (3 * packet)) * 6.0;
+  rows %= 3 * packet;
+  for (std::int64_t step : {2 * packet, packet, packet / 2, packet / 4, std::int64_t{1}}) {
+    if (step == 0) continue;
+    cost += static_cast<double>(rows / step) * (step == 2 * packet ? 4.0 : 2.5);
+    rows %= step;
+  }
+  return cost;
+}
+/// The same for a GEBP of `rows` x `cols`: whole panels of four columns, then single columns.
+inline double gebp_cost(std::int64_t rows, std::int64_t cols) noexcept {
+  const std::int64_t nr = gebp::Traits::nr;
+  return gebp_row_cost(rows) * (static_cast<double>(cols / nr) + 0.5 * static_cast<double>(cols % nr));
+}
 
 /// Packs conv2d weights `w` ([o, cg, kh, kw]) for runs of plan `p` on `threads` threads.
 inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPlan& p, const float* w, int threads) {
   auto pw = std::make_shared<PackedConvWeights>();
   const std::int64_t kdim = p.cg * p.kh * p.kw, plane = std::max<std::int64_t>(p.oh * p.ow, 1);
   pw->kdim = kdim, pw->og = p.og;
-  gebp::Index kc = kdim, mc = plane, nc = p.og;
+  // Output positions are GEBP's rows unless the plane is so small (deep layers) that its row tails
+  // would cost more than running with the channels as rows and transposing the result.
+  if (gebp_cost(p.og, plane) < 0.8 * gebp_cost(plane, p.og)) {
+    std::vector<float> wt(static_cast<std::size_t>(kdim * p.og));  // W_g^T, row-major [kdim, og]
+    for (std::int64_t g = 0; g < p.groups; ++g) {
+      const float* wg = w + g * p.og * kdim;
+      for (std::int64_t o = 0; o < p.og; ++o)
+        for (std::int64_t r = 0; r < kdim; ++r) wt[static_cast<std::size_t>(r * p.og + o)] = wg[o * kdim + r];
+      pw->by_channel.push_back(pack_weights(wt.data(), kdim, p.og, plane, threads));
+    }
+    return pw;
+  }
+  // Stride 1 packs from the padded input when the padded width wastes at most a quarter of the work.
+  const std::int64_t hp = p.oh + (p.kh - 1) * p.dilation_h, wp = p.ow + (p.kw - 1) * p.dilation_w;
+  pw->positions = plane;
+  if (p.stride_h == 1 && p.stride_w == 1 && !conv_is_pointwise(p) && 4 * wp <= 5 * p.ow) {
+    pw->implicit = true;
+    pw->hp = hp, pw->wp = wp;
+    pw->positions = p.oh * wp;
+    pw->k_offset.resize(static_cast<std::size_t>(kdim));
+    for (std::int64_t r = 0; r < kdim; ++r) {
+      const std::int64_t kx = r % p.kw, ky = (r / p.kw) % p.kh, ci = r / (p.kw * p.kh);
+      pw->k_offset[static_cast<std::size_t>(r)] = (ci * hp + ky * p.dilation_h) * wp + kx * p.dilation_w;
+    }
+  }
+  const std::int64_t positions = pw->positions;
+  gebp::Index kc = kdim, mc = positions, nc = p.og;
   Eigen::internal::computeProductBlockingSizes<float, float, 1>(kc, mc, nc, gebp::Index{1});
   // Enough position tiles for every thread to get one; with too few positions for that (deep
   // layers on small planes), the threads split the output channels instead.
   const std::int64_t mr = gebp::Traits::mr;
-  const std::int64_t per_thread = ((plane + threads - 1) / threads + mr - 1) / mr * mr;
+  const std::int64_t per_thread = ((positions + threads - 1) / threads + mr - 1) / mr * mr;
   if (threads > 1 && per_thread >= 4 * mr) {
     mc = std::min<gebp::Index>(mc, per_thread);
-    pw->parts = std::min<std::int64_t>(threads, (plane + mc - 1) / mc);
+    pw->parts = std::min<std::int64_t>(threads, (positions + mc - 1) / mc);
   } else if (threads > 1 && p.og >= 2 * gebp::Traits::nr) {
     pw->split_columns = true;
     pw->parts = std::min<std::int64_t>(threads, p.og / gebp::Traits::nr);
   }
-  pw->kc = kc, pw->mc = std::min<std::int64_t>(mc, plane);
+  pw->kc = kc, pw->mc = std::min<std::int64_t>(mc, positions);
   pw->panels.resize(static_cast<std::size_t>(p.groups * kdim * p.og));
   gebp::PackRhs pack;
   for (std::int64_t g = 0; g < p.groups; ++g) {
@@ -164,43 +256,109 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   return pw;
 }
 
-/// Output positions [i0, i0 + rows) and channels [j0, j1) of one group of one image:
-/// yg = epilogue(W_g xg) over that block. `col` and `packed` hold kc x mc floats each.
+/// X^T of a stride-1 convolution read straight from the zero-padded input: element (i, k) is
+/// padded[k_offset[k] + i], position i counted over the padded width. What GEBP's packing reads.
+struct PaddedInputMapper {
+  using LinearMapper = gebp::ConstMapper::LinearMapper;  // named by the packing routine, not used
+  const float* padded;
+  const std::int64_t* k_offset;
+  template <typename Packet>
+  [[nodiscard]] Packet loadPacket(gebp::Index i, gebp::Index k) const {
+    return Eigen::internal::ploadu<Packet>(padded + k_offset[k] + i);
+  }
+  [[nodiscard]] float operator()(gebp::Index i, gebp::Index k) const { return padded[k_offset[k] + i]; }
+};
+using PackPaddedLhs = Eigen::internal::gemm_pack_lhs<float, gebp::Index, PaddedInputMapper, gebp::Traits::mr,
+                                                     gebp::Traits::LhsProgress,
+                                                     typename gebp::Traits::LhsPacket4Packing, Eigen::ColMajor>;
+
+/// The zero-padded copy of one group's input for implicit runs: [cg, hp, wp], then zeros up to
+/// pw.padded_floats().
+inline void pad_input(const Conv2dPlan& p, const PackedConvWeights& pw, const float* xg, float* padded) {
+  std::fill_n(padded, pw.padded_floats(), 0.0f);
+  for (std::int64_t c = 0; c < p.cg; ++c)
+    for (std::int64_t iy = 0; iy < p.h; ++iy) {
+      const std::int64_t yy = iy + p.pad_top;
+      if (yy >= pw.hp) break;
+      const std::int64_t cols = std::min(p.w, pw.wp - p.pad_left);
+      std::copy_n(xg + (c * p.h + iy) * p.w, cols, padded + (c * pw.hp + yy) * pw.wp + p.pad_left);
+    }
+}
+
+/// GEBP rows [i0, i0 + rows) (output positions, over the padded width when implicit) and output
+/// channels [j0, j1) of one group of one image: yg = epilogue(W_g xg) over that block. `tile`
+/// holds pw.tile_floats() and `packed` kc x mc floats.
 inline void packed_conv_block(const Conv2dPlan& p, const PackedConvWeights& pw, std::int64_t g, const float* xg,
-                              float* yg, std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t j1,
-                              float* col, float* packed, const Epilogue& epi) {
+                              const float* padded, float* yg, std::int64_t i0, std::int64_t rows, std::int64_t j0,
+                              std::int64_t j1, float* tile, float* packed, const Epilogue& epi) {
   const std::int64_t plane = p.oh * p.ow, kdim = pw.kdim, kc = pw.kc;
-  const bool pointwise = conv_is_pointwise(p);
-  for (std::int64_t j = j0; j < j1; ++j) std::fill_n(yg + j * plane + i0, rows, 0.0f);
-  const gebp::ResMapper res(yg, plane);  // Y^T, column-major [plane, og]
-  gebp::PackLhs pack;
+  // Implicit runs accumulate into the tile (column-major [rows, j1 - j0]), others into the output.
+  const gebp::ResMapper res = pw.implicit ? gebp::ResMapper(tile, rows) : gebp::ResMapper(yg + j0 * plane + i0, plane);
+  if (pw.implicit) std::fill_n(tile, rows * (j1 - j0), 0.0f);
+  else for (std::int64_t j = j0; j < j1; ++j) std::fill_n(yg + j * plane + i0, rows, 0.0f);
   gebp::Kernel kernel;
   for (std::int64_t k2 = 0; k2 < kdim; k2 += kc) {
     const std::int64_t depth = std::min(kc, kdim - k2);
-    if (pointwise) {  // X^T is the input itself, column-major [plane, cg]
-      pack(packed, gebp::ConstMapper(xg, plane).getSubMapper(i0, k2), depth, rows);
+    if (pw.implicit) {
+      PackPaddedLhs()(packed, PaddedInputMapper{padded + i0, pw.k_offset.data() + k2}, depth, rows);
+    } else if (conv_is_pointwise(p)) {  // X^T is the input itself, column-major [plane, cg]
+      gebp::PackLhs()(packed, gebp::ConstMapper(xg, plane).getSubMapper(i0, k2), depth, rows);
     } else {
-      im2col(p, xg, col, k2, k2 + depth, i0, i0 + rows);
-      pack(packed, gebp::ConstMapper(col, rows), depth, rows);
+      im2col(p, xg, tile, k2, k2 + depth, i0, i0 + rows);
+      gebp::PackLhs()(packed, gebp::ConstMapper(tile, rows), depth, rows);
     }
-    kernel(res.getSubMapper(i0, j0), packed, pw.block(g, k2) + j0 * depth, rows, depth, j1 - j0, 1.0f);
+    kernel(res, packed, pw.block(g, k2) + j0 * depth, rows, depth, j1 - j0, 1.0f);
   }
-  if (!epi.empty()) apply_epilogue(epi, BiasAlong::rows, yg, plane, j0, j1, i0, i0 + rows);
+  std::int64_t first = i0, last = i0 + rows;  // the output positions the block holds
+  if (pw.implicit) {
+    // Keep the positions inside the output width; the rest read the padding's far side.
+    const auto valid = [&](std::int64_t q) { return q / pw.wp * p.ow + std::min(q % pw.wp, p.ow); };
+    first = valid(i0), last = valid(i0 + rows);
+    for (std::int64_t oy = i0 / pw.wp; oy * pw.wp < i0 + rows; ++oy) {
+      const std::int64_t a = std::max(i0 - oy * pw.wp, std::int64_t{0}), b = std::min(i0 + rows - oy * pw.wp, p.ow);
+      if (a >= b) continue;
+      for (std::int64_t j = j0; j < j1; ++j)
+        std::copy_n(tile + (j - j0) * rows + oy * pw.wp + a - i0, b - a, yg + j * plane + oy * p.ow + a);
+    }
+  }
+  if (!epi.empty()) apply_epilogue(epi, BiasAlong::rows, yg, plane, j0, j1, first, last);
 }
 
 /// conv2d over weights packed at create. `scratch` holds pw.scratch_bytes().
 inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y, float* scratch,
                           const ThreadPool* pool, const Epilogue& epi) {
   const std::int64_t plane_in = p.h * p.w, plane = p.oh * p.ow;
-  const std::int64_t tiles = (plane + pw.mc - 1) / pw.mc, nr = gebp::Traits::nr;
+  if (!pw.by_channel.empty()) {
+    // Y_g^T[plane, og] = im2col(x_g)^T W_g^T through the matmul path (bias and activations
+    // included), then transposed into the NCHW output.
+    float* col = scratch + pw.by_channel[0]->scratch_bytes() / sizeof(float);
+    float* yt = col + pw.im2col_floats();
+    for (std::int64_t n = 0; n < p.n; ++n) {
+      for (std::int64_t g = 0; g < p.groups; ++g) {
+        const float* xg = x + (n * p.c + g * p.cg) * plane_in;
+        if (!conv_is_pointwise(p)) im2col(p, xg, col, 0, pw.kdim, 0, plane);
+        const Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain};
+        packed_gemm(*pw.by_channel[static_cast<std::size_t>(g)], conv_is_pointwise(p) ? xg : col, yt, scratch, pool,
+                    eg.empty() ? nullptr : &eg, /*a_transposed=*/true);
+        float* yg = y + (n * p.o + g * p.og) * plane;
+        for (std::int64_t o = 0; o < p.og; ++o)
+          for (std::int64_t q = 0; q < plane; ++q) yg[o * plane + q] = yt[q * p.og + o];
+      }
+    }
+    return;
+  }
+  const std::int64_t tiles = (pw.positions + pw.mc - 1) / pw.mc, nr = gebp::Traits::nr;
+  float* padded = scratch;
+  float* parts = scratch + pw.padded_floats();
   for (std::int64_t n = 0; n < p.n; ++n) {
     for (std::int64_t g = 0; g < p.groups; ++g) {
       const float* xg = x + (n * p.c + g * p.cg) * plane_in;
       float* yg = y + (n * p.o + g * p.og) * plane;
+      if (pw.implicit) pad_input(p, pw, xg, padded);
       const Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain};
       const auto run_part = [&](std::int64_t part) {
-        float* col = scratch + part * pw.part_floats();
-        float* packed = col + pw.part_floats() / 2;
+        float* tile = parts + part * pw.part_floats();
+        float* packed = tile + pw.tile_floats();
         // Channel ranges stay whole GEBP panels (multiples of nr), so each starts a packed panel.
         std::int64_t j0 = 0, j1 = p.og, t0 = 0, t1 = tiles;
         if (pw.split_columns) {
@@ -212,7 +370,8 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
         }
         for (std::int64_t t = t0; t < t1; ++t) {
           const std::int64_t i0 = t * pw.mc;
-          packed_conv_block(p, pw, g, xg, yg, i0, std::min(pw.mc, plane - i0), j0, j1, col, packed, eg);
+          packed_conv_block(p, pw, g, xg, padded, yg, i0, std::min(pw.mc, pw.positions - i0), j0, j1, tile, packed,
+                            eg);
         }
       };
       if (pw.parts > 1 && pool) pool->parallel_for(pw.parts, run_part);

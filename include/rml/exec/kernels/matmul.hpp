@@ -87,6 +87,8 @@ using ResMapper = Eigen::internal::blas_data_mapper<float, Index, Eigen::ColMajo
 using PackLhs = Eigen::internal::gemm_pack_lhs<float, Index, ConstMapper, Traits::mr, Traits::LhsProgress,
                                                typename Traits::LhsPacket4Packing, Eigen::ColMajor>;
 using PackRhs = Eigen::internal::gemm_pack_rhs<float, Index, ConstMapper, Traits::nr, Eigen::ColMajor>;
+using RowMajorMapper = Eigen::internal::const_blas_data_mapper<float, Index, Eigen::RowMajor>;
+using PackRhsRowMajor = Eigen::internal::gemm_pack_rhs<float, Index, RowMajorMapper, Traits::nr, Eigen::RowMajor>;
 using Kernel = Eigen::internal::gebp_kernel<float, float, Index, ResMapper, Traits::mr, Traits::nr, false, false>;
 }  // namespace gebp
 
@@ -128,17 +130,23 @@ inline std::shared_ptr<const PackedWeights> pack_weights(const float* b, std::in
   return w;
 }
 
-/// C[m, n] = A[m, k] @ B (packed), then the epilogue. `scratch` holds w.scratch_bytes().
+/// C[m, n] = A[m, k] @ B (packed), then the epilogue. `scratch` holds w.scratch_bytes(). A is
+/// row-major; with `a_transposed` it is given as A^T, row-major [k, m] (conv2d's im2col matrix).
 inline void packed_gemm(const PackedWeights& w, const float* a, float* c, float* scratch, const ThreadPool* pool,
-                        const Epilogue* epi) {
+                        const Epilogue* epi, bool a_transposed = false) {
   const std::int64_t m = w.m, k = w.k, n = w.n, kc = w.kc, mc = w.mc, nc = w.nc;
   // The activations as GEBP right-hand panels, block (k2, j2) at k2 * m + depth(k2) * j2.
-  const gebp::ConstMapper rhs(a, k);  // A^T, column-major [k, m]
-  gebp::PackRhs pack;
+  const auto pack = [&](float* block, std::int64_t k2, std::int64_t j2, std::int64_t depth, std::int64_t cols) {
+    if (a_transposed) {
+      gebp::PackRhsRowMajor()(block, gebp::RowMajorMapper(a, m).getSubMapper(k2, j2), depth, cols);
+    } else {
+      gebp::PackRhs()(block, gebp::ConstMapper(a, k).getSubMapper(k2, j2), depth, cols);  // A^T, column-major [k, m]
+    }
+  };
   for (std::int64_t k2 = 0; k2 < k; k2 += kc) {
     const std::int64_t depth = std::min(kc, k - k2);
     for (std::int64_t j2 = 0; j2 < m; j2 += nc)
-      pack(scratch + k2 * m + depth * j2, rhs.getSubMapper(k2, j2), depth, std::min(nc, m - j2));
+      pack(scratch + k2 * m + depth * j2, k2, j2, depth, std::min(nc, m - j2));
   }
   std::fill(c, c + m * n, 0.0f);
   const gebp::ResMapper res(c, n);  // C^T, column-major [n, m]
