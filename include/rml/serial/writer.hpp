@@ -270,14 +270,13 @@ class SerialWriter {
   }
 
   template <typename V>
-  void write_vector(const V& v) {
+  [[gnu::always_inline]] void write_vector(const V& v) {
     using E = typename V::value_type;
     if constexpr (std::is_same_v<E, std::uint8_t>) {
       write_bin(std::as_bytes(std::span(v)));
     } else if constexpr (max_scalar_bytes<E>() != 0) {
-      // Scalars: one bounds check for a short list (a shape, a node's inputs) or per chunk of a
-      // long one, then a tight loop.
-      constexpr std::size_t chunk = 4096;
+      // Scalars: one bounds check for a short list (a shape, a node's inputs), inline, or per
+      // chunk of a long one, then a tight loop.
       const std::size_t n = v.size();
       if (n < 16) [[likely]] {
         std::uint8_t* p = room(1 + n * max_scalar_bytes<E>());
@@ -286,37 +285,54 @@ class SerialWriter {
         pos_ = p;
         return;
       }
-      write_array_header(n);
-      for (std::size_t i = 0; i < n;) {
-        const std::size_t end = i + std::min(n - i, chunk);
-        std::uint8_t* p = room((end - i) * max_scalar_bytes<E>());
-        for (; i < end; ++i) p = encode_scalar(p, static_cast<E>(v[i]));
-        pos_ = p;
-      }
+      write_long_scalars(v);
     } else if constexpr (Reflected<E>) {
-      // Structs hold their lists and long strings on the heap, in blocks spread over memory: ask for
-      // those of a later element while writing this one (large graphs are bound by these misses).
-      constexpr std::size_t ahead = 8;
-      const std::size_t n = v.size();
-      write_array_header(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        if (i + ahead < n) prefetch_heap(v[i + ahead]);
-        write_struct(static_cast<const E&>(v[i]));
-      }
+      write_structs(v);
     } else {
       write_array_header(v.size());
       for (const auto& e : v) write(static_cast<const E&>(e));
     }
   }
 
-  // Prefetches the heap blocks `x` points to: the data of its vectors and strings, in its fields and
-  // its nested structs' fields.
+  template <typename V>
+  [[gnu::noinline]] void write_long_scalars(const V& v) {
+    using E = typename V::value_type;
+    constexpr std::size_t chunk = 4096;
+    const std::size_t n = v.size();
+    write_array_header(n);
+    for (std::size_t i = 0; i < n;) {
+      const std::size_t end = i + std::min(n - i, chunk);
+      std::uint8_t* p = room((end - i) * max_scalar_bytes<E>());
+      for (; i < end; ++i) p = encode_scalar(p, static_cast<E>(v[i]));
+      pos_ = p;
+    }
+  }
+
+  template <typename V>
+  void write_structs(const V& v) {
+    // Structs hold their lists and long strings on the heap, in blocks spread over memory: ask for
+    // those of a later element while writing this one (large graphs are bound by these misses).
+    constexpr std::size_t ahead = 8;
+    const std::size_t n = v.size();
+    write_array_header(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i + ahead < n) prefetch_heap(v[i + ahead]);
+      write_struct(static_cast<const typename V::value_type&>(v[i]));
+    }
+  }
+
+  // Prefetches the heap blocks `x` points to: the data of its vectors, strings and tensor shapes and
+  // the first node of its maps, in its fields and its nested structs' fields.
   template <typename M>
   static void prefetch_heap(const M& x) {
     if constexpr (Reflected<M>) {
       std::apply([&](const auto&... fd) { (prefetch_heap(x.*(fd.member)), ...); }, M::fields());
     } else if constexpr (std::is_same_v<M, std::string>) {
       __builtin_prefetch(x.data());
+    } else if constexpr (std::is_same_v<M, Tensor>) {
+      prefetch_heap(x.shape().dims());
+    } else if constexpr (is_map<M>::value) {
+      if (x.size() != 0) __builtin_prefetch(&*x.begin());
     } else if constexpr (is_vector<M>::value) {
       if constexpr (!std::is_same_v<typename M::value_type, bool>)
         if (x.size() != 0) __builtin_prefetch(&x[0]);
