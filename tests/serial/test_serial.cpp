@@ -174,6 +174,27 @@ TEST_CASE("a struct is positional: fields before the last one written are kept, 
   CHECK(back->device == Device::cpu(3));
 }
 
+TEST_CASE("a nested struct whose enclosing default differs from its own reads back as written") {
+  Placement moved;
+  moved.device = Device::cpu(0);  // Device{}: written as an empty struct
+  moved.priority = 1;
+  auto back = deserialize<Placement>(serialize(moved));
+  REQUIRE(back.ok());
+  CHECK(back->device == Device::cpu(0));
+  CHECK(back->priority == 1);
+  auto defaults = deserialize<Placement>(serialize(Placement{}));  // all left out
+  REQUIRE(defaults.ok());
+  CHECK(defaults->device == Device::cpu(2));
+  // The same in version 1's keyed layout, as its writer wrote it: {"device": {}, "priority": 1}.
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(4).pack("format").pack("rml-msgpack").pack("version").pack_array(2).pack(1).pack(0);
+  pk.pack("type").pack("Placement").pack("root").pack_map(2).pack("device").pack_map(0).pack("priority").pack(1);
+  auto keyed = deserialize<Placement>(std::span(reinterpret_cast<const std::uint8_t*>(buf.data()), buf.size()));
+  REQUIRE_MESSAGE(keyed.ok(), keyed.error().to_string());
+  CHECK(keyed->device == Device::cpu(0));
+}
+
 TEST_CASE("a positional document packed by msgpack-cxx (appended fields, long headers, wide integers) reads") {
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);

@@ -70,6 +70,16 @@ struct Program {
 RML_REGISTER_TYPE(Const, Expr);
 RML_REGISTER_TYPE(Add, Expr);
 
+// A struct member whose default is not its type's default: written at Device{} (trimmed to an empty
+// struct), it must read back as Device{}, not as cpu(2).
+struct Placement {
+  rml::Device device = rml::Device::cpu(2);
+  std::int32_t priority = 0;
+  static constexpr auto fields() {
+    return std::tuple{rml::field("device", &Placement::device), rml::field("priority", &Placement::priority)};
+  }
+};
+
 // Every field category at once.
 struct Everything {
   bool flag = false;

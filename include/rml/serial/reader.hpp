@@ -160,14 +160,13 @@ class SerialReader {
     } else if constexpr (std::is_same_v<T, std::string>) {
       std::string_view s;
       if (!read_str(s)) return false;
-      out.assign(s.data(), s.size());
+      out.clear();
+      out.append(s.data(), s.size());  // simpler than assign's general replace
       return true;
     } else if constexpr (std::is_same_v<T, Tensor>) {
       return read_tensor(out);
     } else if constexpr (Reflected<T>) {
-      // A field the writer left out holds T's default, not the enclosing struct's default member.
-      if constexpr (std::is_default_constructible_v<T> && std::is_move_assignable_v<T>) out = T{};
-      return read_struct(out);
+      return read_struct(out);  // a fresh T: struct fields that may not be are reset by read_field
     } else if constexpr (is_vector<T>::value) {
       return read_vector(out);
     } else if constexpr (is_optional<T>::value) {
@@ -191,8 +190,9 @@ class SerialReader {
     }
   }
 
-  /// A reflected struct into a default-constructed `obj`: a positional array (version 2) or a map
-  /// of field names (version 1), decided by the header byte (see the layout above).
+  /// A reflected struct into a default-constructed `obj` (fields the document leaves out keep their
+  /// values): a positional array (version 2) or a map of field names (version 1), decided by the
+  /// header byte (see the layout above).
   template <Reflected T>
   [[gnu::always_inline]] bool read_struct(T& obj) {
     if (p_ < end_ && (*p_ & 0xf0) == 0x90) [[likely]]
@@ -213,12 +213,34 @@ class SerialReader {
     std::string_view type;
   };
 
+  // Field I of a default-constructed T, read once. A nested struct is written trimmed against its own
+  // type's defaults, so it is read into a default-constructed one: the field is reset first when T's
+  // default member holds something else (checked once per field).
+  template <Reflected T, std::size_t I>
+  [[gnu::always_inline]] bool read_field(T& obj) {
+    auto& field = obj.*(std::get<I>(T::fields()).member);
+    using M = std::remove_reference_t<decltype(field)>;
+    if constexpr (Reflected<M>) {
+      if constexpr (std::is_default_constructible_v<M> && std::is_move_assignable_v<M>) {
+        if constexpr (std::is_default_constructible_v<T>) {
+          static const bool reset = !holds_default(T{}.*(std::get<I>(T::fields()).member), M{});
+          if (reset) field = M{};
+        } else {
+          field = M{};
+        }
+      }
+      return read_struct(field);
+    } else {
+      return read(field);
+    }
+  }
+
   // The first `n` fields by position; elements beyond the fields T has are skipped.
   template <Reflected T, std::size_t... I>
   bool read_positional(T& obj, std::uint32_t n, std::index_sequence<I...>) {
     static constexpr auto fields = T::fields();
     if (!enter()) return false;
-    const bool ok = ((I >= n || read(obj.*(std::get<I>(fields).member)) || in_field(std::get<I>(fields).name)) && ...);
+    const bool ok = ((I >= n || read_field<T, I>(obj) || in_field(std::get<I>(fields).name)) && ...);
     if (!ok) return false;
     for (std::uint32_t i = sizeof...(I); i < n; ++i)  // appended by a newer writer
       if (!skip()) return in_extra_field(i);
@@ -249,7 +271,6 @@ class SerialReader {
   // another order) goes through the general loop.
   template <Reflected T, std::size_t... I>
   bool read_keyed(T& obj, std::index_sequence<I...>) {
-    static constexpr auto fields = T::fields();
     constexpr std::size_t count = sizeof...(I);
     std::uint32_t n = 0;
     if (!read_map_header(n) || !enter()) return false;
@@ -258,7 +279,7 @@ class SerialReader {
     // Fast path: the keys the writer writes, in declaration order, each matched as raw bytes.
     const bool ok = ((done == n || !at_key<T, I>() ||
                       (p_ += EncodedKey<T, I>::bytes.size(), seen.set(I), ++done,
-                       read(obj.*(std::get<I>(fields).member)) || in_field(EncodedKey<T, I>::name))) &&
+                       read_field<T, I>(obj) || in_field(EncodedKey<T, I>::name))) &&
                      ...);
     if (!ok) return false;
     for (; done < n; ++done) {  // the rest: unknown keys, or keys in another order
@@ -273,7 +294,7 @@ class SerialReader {
       }
       if (seen[index]) return fail_at(start, Code::data_loss, "field \"" + std::string(key) + "\" appears twice");
       seen.set(index);
-      if (!((index != I || read(obj.*(std::get<I>(fields).member))) && ...)) return in_field(key);
+      if (!((index != I || read_field<T, I>(obj)) && ...)) return in_field(key);
     }
     return leave();
   }

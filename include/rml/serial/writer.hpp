@@ -216,30 +216,6 @@ class SerialWriter {
     write_fields(obj, std::make_index_sequence<field_count_v<T>>{});
   }
 
-  /// True when `v` need not be written because the reader's default `d` is the same: equal
-  /// scalars (bit for bit), strings and structs, and empty containers, optionals, pointers, tensors.
-  template <typename M>
-  static bool is_default(const M& v, const M& d) {
-    if constexpr (std::is_same_v<M, float>) {
-      return std::bit_cast<std::uint32_t>(v) == std::bit_cast<std::uint32_t>(d);
-    } else if constexpr (std::is_same_v<M, double>) {
-      return std::bit_cast<std::uint64_t>(v) == std::bit_cast<std::uint64_t>(d);
-    } else if constexpr (std::is_arithmetic_v<M> || std::is_enum_v<M> || std::is_same_v<M, std::string>) {
-      return v == d;
-    } else if constexpr (std::is_same_v<M, Tensor>) {
-      return !v.defined() && !v.is_symbolic() && !d.defined() && !d.is_symbolic();
-    } else if constexpr (Reflected<M>) {
-      return std::apply([&](const auto&... fd) { return (is_default(v.*(fd.member), d.*(fd.member)) && ...); },
-                        M::fields());
-    } else if constexpr (is_vector<M>::value || is_map<M>::value) {
-      return v.size() == 0 && d.size() == 0;
-    } else if constexpr (is_optional<M>::value || is_shared_ptr<M>::value) {
-      return !v && !d;
-    } else {
-      return false;  // variants are always written
-    }
-  }
-
  private:
   template <Reflected T, std::size_t... I>
   void write_fields(const T& obj, std::index_sequence<I...>) {
@@ -261,8 +237,8 @@ class SerialWriter {
       static const T defaults{};
       std::size_t n = count;
       // From the last field back; stops at the first that differs from its default.
-      (void)((is_default(obj.*(std::get<count - 1 - I>(fields).member),
-                         defaults.*(std::get<count - 1 - I>(fields).member)) &&
+      (void)((holds_default(obj.*(std::get<count - 1 - I>(fields).member),
+                            defaults.*(std::get<count - 1 - I>(fields).member)) &&
               (--n, true)) &&
              ...);
       return n;

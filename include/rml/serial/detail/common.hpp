@@ -1,8 +1,9 @@
 // What the MessagePack writer, reader and type registry share: the format's constants, type names,
-// and the registry's tables (filled by rml/serial/registry.hpp).
+// what counts as a default value, and the registry's tables (filled by rml/serial/registry.hpp).
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -13,6 +14,9 @@
 #include <tuple>
 #include <typeindex>
 #include <typeinfo>
+
+#include "rml/core/reflect.hpp"
+#include "rml/core/tensor.hpp"
 
 namespace rml {
 
@@ -113,6 +117,31 @@ struct EncodedKey {
     return a;
   }();
 };
+
+/// True when `v` holds what `d`, a default, holds, so that a writer may leave it out: equal scalars
+/// (bit for bit), strings and structs, and empty containers, optionals, pointers and tensors.
+/// Variants are never left out.
+template <typename M>
+bool holds_default(const M& v, const M& d) {
+  if constexpr (std::is_same_v<M, float>) {
+    return std::bit_cast<std::uint32_t>(v) == std::bit_cast<std::uint32_t>(d);
+  } else if constexpr (std::is_same_v<M, double>) {
+    return std::bit_cast<std::uint64_t>(v) == std::bit_cast<std::uint64_t>(d);
+  } else if constexpr (std::is_arithmetic_v<M> || std::is_enum_v<M> || std::is_same_v<M, std::string>) {
+    return v == d;
+  } else if constexpr (std::is_same_v<M, Tensor>) {
+    return !v.defined() && !v.is_symbolic() && !d.defined() && !d.is_symbolic();
+  } else if constexpr (Reflected<M>) {
+    return std::apply([&](const auto&... fd) { return (holds_default(v.*(fd.member), d.*(fd.member)) && ...); },
+                      M::fields());
+  } else if constexpr (is_vector<M>::value || is_map<M>::value) {
+    return v.size() == 0 && d.size() == 0;
+  } else if constexpr (is_optional<M>::value || is_shared_ptr<M>::value) {
+    return !v && !d;
+  } else {
+    return false;
+  }
+}
 
 // Wire names of the envelope and of shared objects.
 inline constexpr std::string_view key_format = "format";
