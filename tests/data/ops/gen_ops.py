@@ -256,6 +256,14 @@ def conv_blocked_cases():
         # One or two output positions per image: the channels become the GEMM's rows.
         "single_position": dict(x=(2, 64, 3, 3), w=(50, 64, 3, 3), attrs={}, bias=True),
         "two_positions_grouped": dict(x=(1, 32, 3, 4), w=(40, 16, 3, 3), attrs={"groups": 2, "pads": [0, 0, 0, 0]}),
+        # Depthwise: 20 channels interleaved 16 at a time; rows of 40 and 35 outputs run row by row
+        # (the second with its stride-2 rows split into even and odd columns).
+        "depthwise_lanes": dict(x=(2, 20, 5, 6), w=(20, 1, 3, 3), attrs={"groups": 20, "pads": [1, 1, 1, 1]},
+                                bias=True),
+        "depthwise_wide_rows": dict(x=(1, 2, 3, 40), w=(2, 1, 3, 3), attrs={"groups": 2, "pads": [0, 1, 0, 1]},
+                                    bias=True),
+        "depthwise_wide_strided": dict(x=(1, 2, 4, 70), w=(2, 1, 3, 3),
+                                       attrs={"groups": 2, "pads": [1, 1, 1, 1], "strides": [1, 2]}),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]

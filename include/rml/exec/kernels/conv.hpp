@@ -87,29 +87,44 @@ inline void im2col(const Conv2dPlan& p, const float* x, float* col, std::int64_t
   }
 }
 
+/// What every plane of a depthwise convolution shares: per kernel column, the output columns whose
+/// input lies inside the row and their shift; computed once per call, not per plane and row.
+struct DepthwiseColumns {
+  static constexpr std::int64_t kMaxKw = 16;  // wider kernels compute it per row
+  std::int64_t shift[kMaxKw];
+  ValidRange valid[kMaxKw];
+  explicit DepthwiseColumns(const Conv2dPlan& p) noexcept {
+    for (std::int64_t kx = 0; kx < std::min(p.kw, kMaxKw); ++kx) {
+      shift[kx] = kx * p.dilation_w - p.pad_left;
+      valid[kx] = valid_outputs(p.ow, p.stride_w, shift[kx], p.w);
+    }
+  }
+};
+
 /// One channel plane of a depthwise convolution, computed directly: row by row, so each output row
 /// stays in L1 while every tap adds its input row to it (contiguous, vectorised, for stride 1). A
 /// stride-2 row is first split into its even and odd columns so its taps are contiguous as well.
-inline void depthwise_plane(const Conv2dPlan& p, const float* x, const float* w, float bias, float* y) {
+inline void depthwise_plane(const Conv2dPlan& p, const DepthwiseColumns& cols, const float* x, const float* w,
+                            float bias, float* y) {
   constexpr std::int64_t kSplit = 1024;  // widest stride-2 row split on the stack
   float split[kSplit];
   const bool split_rows = p.stride_w == 2 && p.w <= kSplit;
+  const std::int64_t half = (p.w + 1) / 2;  // a split row holds column c at c / 2 + (c % 2) * half
   for (std::int64_t oy = 0; oy < p.oh; ++oy) {
     float* dst = y + oy * p.ow;
-    std::fill(dst, dst + p.ow, bias);
+    for (std::int64_t ox = 0; ox < p.ow; ++ox) dst[ox] = bias;
     for (std::int64_t ky = 0; ky < p.kh; ++ky) {
       const std::int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
       if (iy < 0 || iy >= p.h) continue;
       const float* row = x + iy * p.w;
-      // With a split row, input column c is split[c / 2 + (c % 2) * half].
-      const std::int64_t half = (p.w + 1) / 2;
       if (split_rows) {
         for (std::int64_t c = 0; c < p.w; ++c) split[c / 2 + (c % 2) * half] = row[c];
       }
       for (std::int64_t kx = 0; kx < p.kw; ++kx) {
         const float wv = w[ky * p.kw + kx];
-        const std::int64_t shift_x = kx * p.dilation_w - p.pad_left;
-        const ValidRange vx = valid_outputs(p.ow, p.stride_w, shift_x, p.w);
+        const bool known = kx < DepthwiseColumns::kMaxKw;
+        const std::int64_t shift_x = known ? cols.shift[kx] : kx * p.dilation_w - p.pad_left;
+        const ValidRange vx = known ? cols.valid[kx] : valid_outputs(p.ow, p.stride_w, shift_x, p.w);
         if (p.stride_w == 1) {
           for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * row[ox + shift_x];
         } else if (split_rows) {
@@ -121,6 +136,67 @@ inline void depthwise_plane(const Conv2dPlan& p, const float* x, const float* w,
           for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * row[ox * p.stride_w + shift_x];
         }
       }
+    }
+  }
+}
+
+/// Depthwise convolution of up to kLanes channels at once, for planes whose rows are too short to
+/// vectorise along: the channels are interleaved into a zero-padded [hp, wp, kLanes] copy, so every
+/// tap of every output position is one multiply-add over kLanes channels with no bounds to check.
+struct DepthwiseLanes {
+  static constexpr std::int64_t kLanes = 16;
+  static constexpr std::int64_t kMaxPadded = 1536;  ///< padded positions the stack buffer holds
+  /// The padded extent the taps read.
+  static std::int64_t padded_h(const Conv2dPlan& p) { return (p.oh - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1; }
+  static std::int64_t padded_w(const Conv2dPlan& p) { return (p.ow - 1) * p.stride_w + (p.kw - 1) * p.dilation_w + 1; }
+  /// Whether plan p runs interleaved: short output rows, a padded plane that fits, a small kernel.
+  static bool suits(const Conv2dPlan& p) {
+    return p.ow < 2 * kLanes && p.oh > 0 && p.ow > 0 && padded_h(p) * padded_w(p) <= kMaxPadded &&
+           p.kh * p.kw <= 49;
+  }
+};
+
+/// Channels [c0, c0 + lanes) of one image (x and y point at channel c0's planes; w at its weights).
+inline void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const float* bias, std::int64_t lanes,
+                            float* y) {
+  constexpr std::int64_t L = DepthwiseLanes::kLanes;
+  const std::int64_t hp = DepthwiseLanes::padded_h(p), wp = DepthwiseLanes::padded_w(p), taps = p.kh * p.kw;
+  const std::int64_t plane_in = p.h * p.w, plane_out = p.oh * p.ow;
+  alignas(64) float padded[DepthwiseLanes::kMaxPadded * L];
+  alignas(64) float wt[49 * L];
+  alignas(64) float b[L] = {};
+  for (std::int64_t t = 0; t < taps; ++t)
+    for (std::int64_t l = 0; l < L; ++l) wt[t * L + l] = l < lanes ? w[l * taps + t] : 0.0f;
+  if (bias)
+    for (std::int64_t l = 0; l < lanes; ++l) b[l] = bias[l];
+  for (std::int64_t yy = 0; yy < hp; ++yy) {
+    const std::int64_t iy = yy - p.pad_top;
+    for (std::int64_t xx = 0; xx < wp; ++xx) {
+      const std::int64_t ix = xx - p.pad_left;
+      float* dst = padded + (yy * wp + xx) * L;
+      if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) {
+        for (std::int64_t l = 0; l < L; ++l) dst[l] = 0.0f;
+      } else {
+        const float* src = x + iy * p.w + ix;
+        for (std::int64_t l = 0; l < lanes; ++l) dst[l] = src[l * plane_in];
+        for (std::int64_t l = lanes; l < L; ++l) dst[l] = 0.0f;
+      }
+    }
+  }
+  for (std::int64_t oy = 0; oy < p.oh; ++oy) {
+    for (std::int64_t ox = 0; ox < p.ow; ++ox) {
+      float acc[L];
+      for (std::int64_t l = 0; l < L; ++l) acc[l] = b[l];
+      for (std::int64_t ky = 0; ky < p.kh; ++ky) {
+        const float* row = padded + ((oy * p.stride_h + ky * p.dilation_h) * wp + ox * p.stride_w) * L;
+        for (std::int64_t kx = 0; kx < p.kw; ++kx) {
+          const float* src = row + kx * p.dilation_w * L;
+          const float* wk = wt + (ky * p.kw + kx) * L;
+          for (std::int64_t l = 0; l < L; ++l) acc[l] += wk[l] * src[l];
+        }
+      }
+      float* out = y + oy * p.ow + ox;
+      for (std::int64_t l = 0; l < lanes; ++l) out[l * plane_out] = acc[l];
     }
   }
 }
@@ -392,12 +468,35 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   const std::int64_t plane_in = p.h * p.w, plane_out = p.oh * p.ow, kdim = p.cg * p.kh * p.kw;
 
   if (conv_is_depthwise(p)) {
+    // Applies the fused activations over planes [from, to) of the output.
+    const auto activate = [&](std::int64_t from, std::int64_t to) {
+      if (!epi.chain.empty()) unary_chain(epi.chain, y + from * plane_out, y + from * plane_out, (to - from) * plane_out);
+    };
+    if (DepthwiseLanes::suits(p)) {
+      constexpr std::int64_t L = DepthwiseLanes::kLanes;
+      const std::int64_t groups = (p.c + L - 1) / L;  // per image
+      parallel_ranges(args.pool, p.n * groups, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) {
+          const std::int64_t n = i / groups, c0 = i % groups * L, lanes = std::min(L, p.c - c0);
+          depthwise_lanes(p, x + (n * p.c + c0) * plane_in, w + c0 * p.kh * p.kw, epi.bias ? epi.bias + c0 : nullptr,
+                          lanes, y + (n * p.c + c0) * plane_out);
+          activate(n * p.c + c0, n * p.c + c0 + lanes);
+        }
+      });
+      return {};
+    }
+    const DepthwiseColumns cols(p);
     parallel_ranges(args.pool, p.n * p.c, 4, [&](std::int64_t b, std::int64_t e) {
+      // The fused activations run over a few planes at a time (small planes are a few floats).
+      std::int64_t pending = b;
       for (std::int64_t i = b; i < e; ++i) {
         const std::int64_t ch = i % p.c;
-        float* out = y + i * plane_out;
-        depthwise_plane(p, x + i * plane_in, w + ch * p.kh * p.kw, epi.bias ? epi.bias[ch] : 0.0f, out);
-        if (!epi.chain.empty()) unary_chain(epi.chain, out, out, plane_out);
+        depthwise_plane(p, cols, x + i * plane_in, w + ch * p.kh * p.kw, epi.bias ? epi.bias[ch] : 0.0f,
+                        y + i * plane_out);
+        if ((i + 1 - pending) * plane_out >= 4096 || i + 1 == e) {
+          activate(pending, i + 1);
+          pending = i + 1;
+        }
       }
     });
     return {};
