@@ -157,30 +157,29 @@ struct DepthwiseLanes {
 };
 
 /// Channels [c0, c0 + lanes) of one image (x and y point at channel c0's planes; w at its weights).
-inline void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const float* bias, std::int64_t lanes,
-                            float* y) {
+/// `Full` is lanes == kLanes, so the gathers and scatters have a constant trip count.
+template <bool Full>
+void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const float* bias, std::int64_t lanes,
+                     float* y) {
   constexpr std::int64_t L = DepthwiseLanes::kLanes;
+  const std::int64_t n = Full ? L : lanes;
   const std::int64_t hp = DepthwiseLanes::padded_h(p), wp = DepthwiseLanes::padded_w(p), taps = p.kh * p.kw;
   const std::int64_t plane_in = p.h * p.w, plane_out = p.oh * p.ow;
   alignas(64) float padded[DepthwiseLanes::kMaxPadded * L];
-  alignas(64) float wt[49 * L];
+  alignas(64) float wt[49 * L] = {};
   alignas(64) float b[L] = {};
   for (std::int64_t t = 0; t < taps; ++t)
-    for (std::int64_t l = 0; l < L; ++l) wt[t * L + l] = l < lanes ? w[l * taps + t] : 0.0f;
+    for (std::int64_t l = 0; l < n; ++l) wt[t * L + l] = w[l * taps + t];
   if (bias)
-    for (std::int64_t l = 0; l < lanes; ++l) b[l] = bias[l];
-  for (std::int64_t yy = 0; yy < hp; ++yy) {
-    const std::int64_t iy = yy - p.pad_top;
-    for (std::int64_t xx = 0; xx < wp; ++xx) {
-      const std::int64_t ix = xx - p.pad_left;
+    for (std::int64_t l = 0; l < n; ++l) b[l] = bias[l];
+  std::fill_n(padded, hp * wp * L, 0.0f);
+  const std::int64_t y0 = std::max<std::int64_t>(p.pad_top, 0), y1 = std::min(hp, p.h + p.pad_top);
+  const std::int64_t x0 = std::max<std::int64_t>(p.pad_left, 0), x1 = std::min(wp, p.w + p.pad_left);
+  for (std::int64_t yy = y0; yy < y1; ++yy) {
+    for (std::int64_t xx = x0; xx < x1; ++xx) {
+      const float* src = x + (yy - p.pad_top) * p.w + (xx - p.pad_left);
       float* dst = padded + (yy * wp + xx) * L;
-      if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) {
-        for (std::int64_t l = 0; l < L; ++l) dst[l] = 0.0f;
-      } else {
-        const float* src = x + iy * p.w + ix;
-        for (std::int64_t l = 0; l < lanes; ++l) dst[l] = src[l * plane_in];
-        for (std::int64_t l = lanes; l < L; ++l) dst[l] = 0.0f;
-      }
+      for (std::int64_t l = 0; l < n; ++l) dst[l] = src[l * plane_in];
     }
   }
   for (std::int64_t oy = 0; oy < p.oh; ++oy) {
@@ -196,7 +195,7 @@ inline void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w,
         }
       }
       float* out = y + oy * p.ow + ox;
-      for (std::int64_t l = 0; l < lanes; ++l) out[l * plane_out] = acc[l];
+      for (std::int64_t l = 0; l < n; ++l) out[l * plane_out] = acc[l];
     }
   }
 }
@@ -478,9 +477,11 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       parallel_ranges(args.pool, p.n * groups, 1, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i) {
           const std::int64_t n = i / groups, c0 = i % groups * L, lanes = std::min(L, p.c - c0);
-          depthwise_lanes(p, x + (n * p.c + c0) * plane_in, w + c0 * p.kh * p.kw, epi.bias ? epi.bias + c0 : nullptr,
-                          lanes, y + (n * p.c + c0) * plane_out);
-          activate(n * p.c + c0, n * p.c + c0 + lanes);
+          const float* bias = epi.bias ? epi.bias + c0 : nullptr;
+          const std::int64_t first = n * p.c + c0;
+          if (lanes == L) depthwise_lanes<true>(p, x + first * plane_in, w + c0 * p.kh * p.kw, bias, L, y + first * plane_out);
+          else depthwise_lanes<false>(p, x + first * plane_in, w + c0 * p.kh * p.kw, bias, lanes, y + first * plane_out);
+          activate(first, first + lanes);
         }
       });
       return {};
