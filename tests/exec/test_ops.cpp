@@ -132,3 +132,30 @@ TEST_CASE("every single-node case matches NumPy through run_node") {
   }
   CHECK(ran > 100);
 }
+
+TEST_CASE("erf and exact gelu track the C library's erf across the whole range") {
+  // The kernels use a vectorised approximation; the reference is std::erf in double precision.
+  std::vector<float> xs;
+  for (int i = -60000; i <= 60000; ++i) xs.push_back(static_cast<float>(i) * 1e-4f);
+  const Tensor x = Tensor::from_vector(xs, {static_cast<std::int64_t>(xs.size())});
+  NodeDef erf_node{.op = "erf", .inputs = {0}, .outputs = {1}};
+  NodeDef gelu_node{.op = "gelu", .inputs = {0}, .outputs = {1}};
+  const auto erf_out = run_node(erf_node, std::span(&x, 1));
+  const auto gelu_out = run_node(gelu_node, std::span(&x, 1));
+  REQUIRE(erf_out.ok());
+  REQUIRE(gelu_out.ok());
+  const auto e = (*erf_out)[0].span<float>(), g = (*gelu_out)[0].span<float>();
+  double worst_abs = 0, worst_rel_small = 0, worst_gelu = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i], want = std::erf(v);
+    worst_abs = std::max(worst_abs, std::abs(e[i] - want));
+    if (v != 0 && std::abs(v) < 0.5) worst_rel_small = std::max(worst_rel_small, std::abs(e[i] - want) / std::abs(want));
+    const double gelu = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    worst_gelu = std::max(worst_gelu, std::abs(g[i] - gelu) / (1 + std::abs(gelu)));  // allclose's measure
+  }
+  CHECK(worst_abs < 4e-7);
+  CHECK(worst_rel_small < 1e-6);
+  CHECK(worst_gelu < 1e-6);
+  MESSAGE("erf max abs error " << worst_abs << ", max relative error below 0.5 " << worst_rel_small
+                               << "; gelu max error / (1 + |gelu|) " << worst_gelu);
+}

@@ -15,7 +15,20 @@ namespace rml::detail {
 inline constexpr float kSqrtHalf = 0.70710678118654752440f;
 inline constexpr float kSqrtTwoOverPi = 0.79788456080286535588f;
 
-/// y = op(x) over n floats; y may equal x. Vectorised through Eigen where Eigen has the function.
+/// erf over an Eigen array expression, vectorised: the Taylor series to x^11 below |x| = 0.5 (keeps
+/// the relative error small near 0), else Abramowitz and Stegun's 7.1.26 (absolute error under
+/// 1.5e-7): 1 - t (a1 + t (a2 + ... )) exp(-x^2) with t = 1 / (1 + p |x|), and erf's sign.
+template <typename A>
+auto erf_array(const A& a) {
+  const auto x2 = a * a;
+  const auto series = 1.1283791670955126f * a *
+                      (1.0f + x2 * (-1.0f / 3.0f + x2 * (0.1f + x2 * (-1.0f / 42.0f + x2 * (1.0f / 216.0f - x2 / 1320.0f)))));
+  const auto t = (1.0f + 0.3275911f * a.abs()).inverse();
+  const auto poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  return (a.abs() < 0.5f).select(series, (1.0f - poly * (-x2).exp()) * a.sign());
+}
+
+/// y = op(x) over n floats; y may equal x. Vectorised through Eigen.
 inline void unary_apply(UnaryStep s, const float* x, float* y, std::int64_t n) {
   ConstArrayMap a(x, n);
   ArrayMap b(y, n);
@@ -33,14 +46,12 @@ inline void unary_apply(UnaryStep s, const float* x, float* y, std::int64_t n) {
     case OpCode::Sin: b = a.sin(); return;
     case OpCode::Cos: b = a.cos(); return;
     case OpCode::Silu: b = a / (1.0f + (-a).exp()); return;
-    case OpCode::Erf:
-      for (std::int64_t i = 0; i < n; ++i) y[i] = std::erf(x[i]);
-      return;
+    case OpCode::Erf: b = erf_array(a); return;
     case OpCode::Gelu:
       if (s.gelu_tanh) {
         b = 0.5f * a * (1.0f + (kSqrtTwoOverPi * (a + 0.044715f * a * a * a)).tanh());
       } else {
-        for (std::int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kSqrtHalf));
+        b = 0.5f * a * (1.0f + erf_array(a * kSqrtHalf));
       }
       return;
     default: return;  // not unary: compile_op never plans it here
