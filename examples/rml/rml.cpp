@@ -263,7 +263,7 @@ int cmd_info(const Args& args) {
 
   // The estimate min_value_cut balances FLOPs with (rml/edit/cut.hpp); not yet public API.
   double flops = 0;
-  for (const rml::NodeDef& n : def.nodes) flops += rml::detail::estimate_flops(def, n);
+  for (const rml::NodeDef& n : def.nodes) flops += rml::estimate_flops(def, n);
   std::printf("flops: %s (estimated from the recorded shapes)\n", flops_text(flops).c_str());
   return 0;
 }

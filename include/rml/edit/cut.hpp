@@ -50,10 +50,10 @@ struct ValueCut {
   bool exact = true;
 };
 
-namespace detail {
-
-/// Estimated floating-point operations of one operator, from the recorded types.
-inline double estimate_flops(const GraphDef& def, const NodeDef& n) {
+/// Estimated floating-point operations of one operator of `def`, from the recorded types: 2 x
+/// output x reduction depth for matmul and conv2d, the larger of input and output elements for pools
+/// and reductions, the output's elements otherwise. What min_value_cut's FLOP bounds and `rml info` use.
+[[nodiscard]] inline double estimate_flops(const GraphDef& def, const NodeDef& n) {
   const auto numel = [&](ValueId v) {
     return v < def.values.size() ? static_cast<double>(def.values[v].type.shape.numel()) : 0.0;
   };
@@ -64,7 +64,7 @@ inline double estimate_flops(const GraphDef& def, const NodeDef& n) {
                ? def.values[n.inputs[input]].type.shape.dims()
                : none;
   };
-  switch (node_op_code(n)) {
+  switch (detail::node_op_code(n)) {
     case OpCode::MatMul: {
       const auto& a = dims(0);
       return 2.0 * out * static_cast<double>(a.empty() ? 1 : a.back());
@@ -86,6 +86,8 @@ inline double estimate_flops(const GraphDef& def, const NodeDef& n) {
       return out;
   }
 }
+
+namespace detail {
 
 /// Bytes crossing when `before[i]` says which operators come first: values produced before and
 /// read after, and graph inputs read on both sides. Constants never cross.
@@ -247,7 +249,7 @@ inline Result<ValueCut> min_value_cut(const Graph& graph, const CutOptions& opti
     return invalid_argument("min_value_cut: CutOptions must satisfy 0 <= min_flops_before <= max_flops_before <= 1");
   std::vector<double> flops(def.nodes.size());
   double total = 0;
-  for (std::size_t i = 0; i < def.nodes.size(); ++i) total += flops[i] = detail::estimate_flops(def, def.nodes[i]);
+  for (std::size_t i = 0; i < def.nodes.size(); ++i) total += flops[i] = estimate_flops(def, def.nodes[i]);
   const auto share_of = [&](const std::vector<bool>& before) {
     double s = 0;
     for (std::size_t i = 0; i < before.size(); ++i)
