@@ -783,9 +783,16 @@ class SerialReader {
     const std::uint8_t* start = p_;
     std::uint32_t n = 0;
     std::string_view key;
-    if (!read_map_header(n) || !read_str(key)) return false;
-    if (key == key_ref) {
-      if (n != 1) return fail_at(start, Code::data_loss, "a {\"ref\": n} map has other keys");
+    // `{"ref": ` as the writer writes it, matched as raw bytes (tied weights make refs common).
+    const bool ref = static_cast<std::size_t>(end_ - p_) >= ref_prefix.size() &&
+                     std::memcmp(p_, ref_prefix.data(), ref_prefix.size()) == 0;
+    if (ref) {
+      p_ += ref_prefix.size();
+    } else if (!read_map_header(n) || !read_str(key)) {
+      return false;
+    }
+    if (ref || key == key_ref) {
+      if (!ref && n != 1) return fail_at(start, Code::data_loss, "a {\"ref\": n} map has other keys");
       h.is_ref = true;
       if (!read(h.id)) return false;
       if (h.id >= objects_.size())

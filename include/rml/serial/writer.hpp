@@ -245,11 +245,13 @@ class SerialWriter {
     }
   }
 
+  // Any vector-like V (is_vector): uses only size, operator[] and begin/end.
   template <typename V>
   [[gnu::always_inline]] void write_vector(const V& v) {
     using E = typename V::value_type;
     if constexpr (std::is_same_v<E, std::uint8_t>) {
-      write_bin(std::as_bytes(std::span(v)));
+      const std::size_t n = v.size();
+      write_bin(n == 0 ? std::span<const std::byte>() : std::as_bytes(std::span(&v[0], n)));
     } else if constexpr (max_scalar_bytes<E>() != 0) {
       // Scalars: one bounds check for a short list (a shape, a node's inputs), inline, or per
       // chunk of a long one, then a tight loop.
@@ -356,9 +358,9 @@ class SerialWriter {
   bool write_ref(std::map<Key, std::uint32_t>& seen, const Key& key) {
     const auto [it, fresh] = seen.try_emplace(key, next_id_);
     if (!fresh) {
-      write_map_header(1);
-      write_str(key_ref);
-      write_uint(it->second);
+      std::uint8_t* p = room(ref_prefix.size() + 9);
+      std::memcpy(p, ref_prefix.data(), ref_prefix.size());
+      pos_ = encode_uint(p + ref_prefix.size(), it->second);
       return true;
     }
     ++next_id_;

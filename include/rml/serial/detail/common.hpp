@@ -152,6 +152,8 @@ inline constexpr std::string_view key_id = "id";
 inline constexpr std::string_view key_ref = "ref";
 inline constexpr std::string_view key_fields = "fields";
 inline constexpr std::string_view storage_type_name = "Storage";
+/// `{"ref": ` as MessagePack bytes: a map of one entry and the key.
+inline constexpr std::array<std::uint8_t, 5> ref_prefix = {0x81, 0xa3, 'r', 'e', 'f'};
 
 }  // namespace detail
 }  // namespace rml
