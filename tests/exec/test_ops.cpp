@@ -138,8 +138,10 @@ TEST_CASE("erf and exact gelu track the C library's erf across the whole range")
   std::vector<float> xs;
   for (int i = -60000; i <= 60000; ++i) xs.push_back(static_cast<float>(i) * 1e-4f);
   const Tensor x = Tensor::from_vector(xs, {static_cast<std::int64_t>(xs.size())});
-  NodeDef erf_node{.op = "erf", .inputs = {0}, .outputs = {1}};
-  NodeDef gelu_node{.op = "gelu", .inputs = {0}, .outputs = {1}};
+  NodeDef erf_node, gelu_node;
+  erf_node.op = "erf", gelu_node.op = "gelu";
+  erf_node.inputs = gelu_node.inputs = {0};
+  erf_node.outputs = gelu_node.outputs = {1};
   const auto erf_out = run_node(erf_node, std::span(&x, 1));
   const auto gelu_out = run_node(gelu_node, std::span(&x, 1));
   REQUIRE(erf_out.ok());

@@ -87,6 +87,20 @@ inline void im2col(const Conv2dPlan& p, const float* x, float* col, std::int64_t
   }
 }
 
+/// Splits a row into its even and odd columns (column c at c / 2 + (c % 2) * half, half = (w + 1) / 2)
+/// so that a stride-2 tap reads contiguous floats: see split_offset.
+inline void split_row(const float* row, std::int64_t w, float* split) {
+  const std::int64_t half = (w + 1) / 2;
+  for (std::int64_t c = 0; c < w; ++c) split[c / 2 + (c % 2) * half] = row[c];
+}
+/// Where input column 2 * ox + shift of a split row is: split[split_offset(shift, w) + ox].
+constexpr std::int64_t split_offset(std::int64_t shift, std::int64_t w) noexcept {
+  const std::int64_t odd = shift & 1;  // an odd column is in the second half
+  return odd * ((w + 1) / 2) + (shift - odd) / 2;
+}
+/// Rows up to this wide are split on the stack.
+inline constexpr std::int64_t kMaxSplitRow = 1024;
+
 /// What every plane of a depthwise convolution shares: per kernel column, the output columns whose
 /// input lies inside the row and their shift; computed once per call, not per plane and row.
 struct DepthwiseColumns {
@@ -106,10 +120,8 @@ struct DepthwiseColumns {
 /// stride-2 row is first split into its even and odd columns so its taps are contiguous as well.
 inline void depthwise_plane(const Conv2dPlan& p, const DepthwiseColumns& cols, const float* x, const float* w,
                             float bias, float* y) {
-  constexpr std::int64_t kSplit = 1024;  // widest stride-2 row split on the stack
-  float split[kSplit];
-  const bool split_rows = p.stride_w == 2 && p.w <= kSplit;
-  const std::int64_t half = (p.w + 1) / 2;  // a split row holds column c at c / 2 + (c % 2) * half
+  float split[kMaxSplitRow];
+  const bool split_rows = p.stride_w == 2 && p.w <= kMaxSplitRow;
   for (std::int64_t oy = 0; oy < p.oh; ++oy) {
     float* dst = y + oy * p.ow;
     for (std::int64_t ox = 0; ox < p.ow; ++ox) dst[ox] = bias;
@@ -117,9 +129,7 @@ inline void depthwise_plane(const Conv2dPlan& p, const DepthwiseColumns& cols, c
       const std::int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
       if (iy < 0 || iy >= p.h) continue;
       const float* row = x + iy * p.w;
-      if (split_rows) {
-        for (std::int64_t c = 0; c < p.w; ++c) split[c / 2 + (c % 2) * half] = row[c];
-      }
+      if (split_rows) split_row(row, p.w, split);
       for (std::int64_t kx = 0; kx < p.kw; ++kx) {
         const float wv = w[ky * p.kw + kx];
         const bool known = kx < DepthwiseColumns::kMaxKw;
@@ -128,9 +138,7 @@ inline void depthwise_plane(const Conv2dPlan& p, const DepthwiseColumns& cols, c
         if (p.stride_w == 1) {
           for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * row[ox + shift_x];
         } else if (split_rows) {
-          // Column 2 * ox + shift_x: the even half when shift_x is even, else the odd half.
-          const std::int64_t odd = shift_x & 1;
-          const std::int64_t at = odd * half + (shift_x - odd) / 2;
+          const std::int64_t at = split_offset(shift_x, p.w);
           for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * split[at + ox];
         } else {
           for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * row[ox * p.stride_w + shift_x];
@@ -543,28 +551,52 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   const auto& p = kernel.as<Pool2dPlan>();
   const float* x = in_ptr<float>(args, 0);
   float* y = out_ptr<float>(args);
-  const float full = static_cast<float>(p.kh * p.kw);
+  constexpr bool is_max = Op == OpCode::MaxPool2d;
+  // Row by row, like depthwise_plane: every kernel tap folds a contiguous run of an input row into
+  // the output row (stride-2 rows split into even and odd columns first). Every window holds at
+  // least one input element (the checker requires pads < kernel).
+  const auto fold = [](float acc, float v) {
+    if constexpr (is_max) return (v > acc || v != v) ? v : acc;  // NaN wins, as in NumPy
+    else return acc + v;
+  };
   parallel_ranges(args.pool, p.planes, 4, [&](std::int64_t b, std::int64_t e) {
+    float split[kMaxSplitRow];
+    const bool split_rows = p.stride_w == 2 && p.w <= kMaxSplitRow;
     for (std::int64_t plane = b; plane < e; ++plane) {
       const float* in = x + plane * p.h * p.w;
       float* out = y + plane * p.oh * p.ow;
       for (std::int64_t oy = 0; oy < p.oh; ++oy) {
+        float* dst = out + oy * p.ow;
+        std::fill_n(dst, p.ow, is_max ? -std::numeric_limits<float>::infinity() : 0.0f);
         const std::int64_t y0 = oy * p.stride_h - p.pad_top;
         const std::int64_t ya = std::max<std::int64_t>(y0, 0), yb = std::min(y0 + p.kh, p.h);
-        for (std::int64_t ox = 0; ox < p.ow; ++ox) {
-          const std::int64_t x0 = ox * p.stride_w - p.pad_left;
-          const std::int64_t xa = std::max<std::int64_t>(x0, 0), xb = std::min(x0 + p.kw, p.w);
-          float acc = Op == OpCode::MaxPool2d ? -std::numeric_limits<float>::infinity() : 0.0f;
-          for (std::int64_t iy = ya; iy < yb; ++iy) {
-            for (std::int64_t ix = xa; ix < xb; ++ix) {
-              const float v = in[iy * p.w + ix];
-              if constexpr (Op == OpCode::MaxPool2d) acc = (v > acc || v != v) ? v : acc;
-              else acc += v;
+        for (std::int64_t iy = ya; iy < yb; ++iy) {
+          const float* row = in + iy * p.w;
+          if (split_rows) split_row(row, p.w, split);
+          for (std::int64_t kx = 0; kx < p.kw; ++kx) {
+            const std::int64_t shift = kx - p.pad_left;
+            const ValidRange vx = valid_outputs(p.ow, p.stride_w, shift, p.w);
+            if (p.stride_w == 1) {
+              for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] = fold(dst[ox], row[ox + shift]);
+            } else if (split_rows) {
+              const std::int64_t at = split_offset(shift, p.w);
+              for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] = fold(dst[ox], split[at + ox]);
+            } else {
+              for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] = fold(dst[ox], row[ox * p.stride_w + shift]);
             }
           }
-          if constexpr (Op == OpCode::AvgPool2d)
-            acc /= p.count_include_pad ? full : static_cast<float>((yb - ya) * (xb - xa));
-          out[oy * p.ow + ox] = acc;
+        }
+        if constexpr (!is_max) {
+          if (p.count_include_pad) {
+            const float scale = 1.0f / static_cast<float>(p.kh * p.kw);
+            for (std::int64_t ox = 0; ox < p.ow; ++ox) dst[ox] *= scale;
+          } else {
+            for (std::int64_t ox = 0; ox < p.ow; ++ox) {
+              const std::int64_t x0 = ox * p.stride_w - p.pad_left;
+              const std::int64_t cols = std::min(x0 + p.kw, p.w) - std::max<std::int64_t>(x0, 0);
+              dst[ox] /= static_cast<float>((yb - ya) * cols);
+            }
+          }
         }
       }
     }
