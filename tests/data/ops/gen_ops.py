@@ -279,6 +279,16 @@ def conv_blocked_cases():
         c.write()
 
 
+def softmax_chunked_cases():
+    """softmax along a non-last axis whose inner extent spans several of the kernel's lane chunks."""
+    r = np.random.default_rng(20262)
+    x = f32(r.standard_normal((2, 5, 300)) * 4)
+    xd = x.astype(np.float64)
+    e = np.exp(xd - xd.max(axis=1, keepdims=True))
+    one_op("softmax_axis1_wide_inner", "softmax", [x], f32(e / e.sum(axis=1, keepdims=True)), {"axis": 1},
+           meta=tol_k(5))
+
+
 def pool_ref(x, kernel, strides, pads, mode, count_include_pad=True):
     x = x.astype(np.float64)
     n, c, h, w = x.shape
@@ -446,6 +456,7 @@ def main():
     matmul_cases()
     conv_cases()
     conv_blocked_cases()
+    softmax_chunked_cases()
     pool_cases()
     reduce_cases()
     movement_cases()

@@ -101,14 +101,23 @@ Status softmax_kernel(const Kernel& kernel, const KernelArgs& args) {
         z /= z.sum();
         continue;
       }
-      // Lanes along the inner dimension, vectorised across it.
-      for (std::int64_t j = 0; j < p.inner; ++j) {
-        float m = -std::numeric_limits<float>::infinity();
-        for (std::int64_t r = 0; r < p.axis; ++r) m = std::max(m, in[r * p.inner + j]);
-        float s = 0;
-        for (std::int64_t r = 0; r < p.axis; ++r) s += out[r * p.inner + j] = std::exp(in[r * p.inner + j] - m);
-        const float inv = 1.0f / s;
-        for (std::int64_t r = 0; r < p.axis; ++r) out[r * p.inner + j] *= inv;
+      // Along a non-last axis: lanes of the inner dimension, in chunks that stay on the stack, each
+      // pass over the axis's rows vectorised across the chunk's lanes.
+      constexpr std::int64_t kChunk = 256;
+      for (std::int64_t j0 = 0; j0 < p.inner; j0 += kChunk) {
+        const std::int64_t len = std::min(kChunk, p.inner - j0);
+        float max_buf[kChunk], sum_buf[kChunk];
+        ArrayMap m(max_buf, len), sum(sum_buf, len);
+        m = ConstArrayMap(in + j0, len);
+        for (std::int64_t r = 1; r < p.axis; ++r) m = m.max(ConstArrayMap(in + r * p.inner + j0, len));
+        sum.setZero();
+        for (std::int64_t r = 0; r < p.axis; ++r) {
+          ArrayMap z(out + r * p.inner + j0, len);
+          z = (ConstArrayMap(in + r * p.inner + j0, len) - m).exp();
+          sum += z;
+        }
+        sum = sum.inverse();
+        for (std::int64_t r = 0; r < p.axis; ++r) ArrayMap(out + r * p.inner + j0, len) *= sum;
       }
     }
   });
