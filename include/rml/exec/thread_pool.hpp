@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -38,6 +39,7 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
   ~ThreadPool() {
+    stopping_.store(true, std::memory_order_relaxed);
     {
       std::lock_guard lock(mu_);
       stop_ = true;
@@ -61,14 +63,19 @@ class ThreadPool {
     {
       std::lock_guard lock(mu_);
       for (std::size_t i = 0; i < helpers; ++i) queue_.push_back(&job);
+      pending_.fetch_add(static_cast<int>(helpers), std::memory_order_release);
     }
     if (helpers == 1) cv_.notify_one(); else cv_.notify_all();
     job.drain();
-    std::unique_lock lock(mu_);
-    // Entries no worker picked up must not outlive `job`.
-    queue_.erase(std::remove(queue_.begin(), queue_.end(), &job), queue_.end());
-    done_cv_.wait(lock, [&] { return job.active == 0; });
-    lock.unlock();
+    {
+      // Entries no worker picked up must not outlive `job`; after this no worker can take one.
+      std::lock_guard lock(mu_);
+      const auto end = std::remove(queue_.begin(), queue_.end(), &job);
+      pending_.fetch_sub(static_cast<int>(queue_.end() - end), std::memory_order_relaxed);
+      queue_.erase(end, queue_.end());
+    }
+    // Workers inside the job finish the indices they claimed; then none touches it again.
+    while (job.active.load(std::memory_order_acquire) != 0) std::this_thread::yield();
     job.wait_done();
   }
 
@@ -78,8 +85,7 @@ class ThreadPool {
     std::int64_t n;
     std::atomic<std::int64_t> next{0};
     std::atomic<std::int64_t> done{0};
-    int active = 0;  // workers inside drain(); guarded by the pool's mutex
-
+    std::atomic<int> active{0};  // workers that took the job and have not left it
     void drain() {
       std::int64_t i;
       while ((i = next.fetch_add(1, std::memory_order_relaxed)) < n) {
@@ -93,25 +99,46 @@ class ThreadPool {
     }
   };
 
+  // A worker spins this long for the next job before sleeping: kernels of one run follow each
+  // other within microseconds, and waking a sleeping thread costs tens of them.
+  static constexpr auto kSpin = std::chrono::microseconds(200);
+
   void work() {
-    std::unique_lock lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      Job* job = queue_.back();
-      queue_.pop_back();
-      ++job->active;
-      lock.unlock();
+      const auto until = std::chrono::steady_clock::now() + kSpin;
+      for (int i = 0; pending_.load(std::memory_order_acquire) == 0 && !stopping_.load(std::memory_order_relaxed);
+           ++i) {
+        if ((i & 63) == 0 && std::chrono::steady_clock::now() > until) break;
+        spin_pause();
+      }
+      Job* job = nullptr;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        job = queue_.back();
+        queue_.pop_back();
+        pending_.fetch_sub(1, std::memory_order_relaxed);
+        job->active.fetch_add(1, std::memory_order_relaxed);
+      }
       job->drain();
-      lock.lock();
-      if (--job->active == 0) done_cv_.notify_all();
+      job->active.fetch_sub(1, std::memory_order_release);  // the last touch of `job`
     }
+  }
+
+  static void spin_pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
   }
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  mutable std::condition_variable done_cv_;
   mutable std::vector<Job*> queue_;
+  mutable std::atomic<int> pending_{0};  ///< queue_.size(), readable without the lock
+  std::atomic<bool> stopping_{false};
   std::vector<std::thread> workers_;
   bool stop_ = false;
 };
