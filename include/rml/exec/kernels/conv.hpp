@@ -101,24 +101,32 @@ constexpr std::int64_t split_offset(std::int64_t shift, std::int64_t w) noexcept
 /// Rows up to this wide are split on the stack.
 inline constexpr std::int64_t kMaxSplitRow = 1024;
 
-/// What every plane of a depthwise convolution shares: per kernel column, the output columns whose
-/// input lies inside the row and their shift; computed once per call, not per plane and row.
-struct DepthwiseColumns {
-  static constexpr std::int64_t kMaxKw = 16;  // wider kernels compute it per row
-  std::int64_t shift[kMaxKw];
-  ValidRange valid[kMaxKw];
-  explicit DepthwiseColumns(const Conv2dPlan& p) noexcept {
-    for (std::int64_t kx = 0; kx < std::min(p.kw, kMaxKw); ++kx) {
-      shift[kx] = kx * p.dilation_w - p.pad_left;
-      valid[kx] = valid_outputs(p.ow, p.stride_w, shift[kx], p.w);
-    }
+/// What every output row of a depthwise convolution or a pool shares: per kernel column kx, the
+/// input shift and the output columns whose input lies inside the row. Computed once per call,
+/// not per plane and row (kernels wider than kMaxKw compute the rest on demand).
+class TapColumns {
+ public:
+  TapColumns(std::int64_t kw, std::int64_t dilation, std::int64_t pad_left, std::int64_t stride, std::int64_t ow,
+             std::int64_t w) noexcept
+      : dilation_(dilation), pad_left_(pad_left), stride_(stride), ow_(ow), w_(w) {
+    for (std::int64_t kx = 0; kx < std::min(kw, kMaxKw); ++kx) valid_[kx] = compute(kx);
   }
+  [[nodiscard]] std::int64_t shift(std::int64_t kx) const noexcept { return kx * dilation_ - pad_left_; }
+  [[nodiscard]] ValidRange valid(std::int64_t kx) const noexcept { return kx < kMaxKw ? valid_[kx] : compute(kx); }
+
+ private:
+  static constexpr std::int64_t kMaxKw = 16;
+  [[nodiscard]] ValidRange compute(std::int64_t kx) const noexcept {
+    return valid_outputs(ow_, stride_, shift(kx), w_);
+  }
+  std::int64_t dilation_, pad_left_, stride_, ow_, w_;
+  ValidRange valid_[kMaxKw] = {};
 };
 
 /// One channel plane of a depthwise convolution, computed directly: row by row, so each output row
 /// stays in L1 while every tap adds its input row to it (contiguous, vectorised, for stride 1). A
 /// stride-2 row is first split into its even and odd columns so its taps are contiguous as well.
-inline void depthwise_plane(const Conv2dPlan& p, const DepthwiseColumns& cols, const float* x, const float* w,
+inline void depthwise_plane(const Conv2dPlan& p, const TapColumns& cols, const float* x, const float* w,
                             float bias, float* y) {
   float split[kMaxSplitRow];
   const bool split_rows = p.stride_w == 2 && p.w <= kMaxSplitRow;
@@ -132,9 +140,8 @@ inline void depthwise_plane(const Conv2dPlan& p, const DepthwiseColumns& cols, c
       if (split_rows) split_row(row, p.w, split);
       for (std::int64_t kx = 0; kx < p.kw; ++kx) {
         const float wv = w[ky * p.kw + kx];
-        const bool known = kx < DepthwiseColumns::kMaxKw;
-        const std::int64_t shift_x = known ? cols.shift[kx] : kx * p.dilation_w - p.pad_left;
-        const ValidRange vx = known ? cols.valid[kx] : valid_outputs(p.ow, p.stride_w, shift_x, p.w);
+        const std::int64_t shift_x = cols.shift(kx);
+        const ValidRange vx = cols.valid(kx);
         if (p.stride_w == 1) {
           for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] += wv * row[ox + shift_x];
         } else if (split_rows) {
@@ -494,7 +501,7 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       });
       return {};
     }
-    const DepthwiseColumns cols(p);
+    const TapColumns cols(p.kw, p.dilation_w, p.pad_left, p.stride_w, p.ow, p.w);
     parallel_ranges(args.pool, p.n * p.c, 4, [&](std::int64_t b, std::int64_t e) {
       // The fused activations run over a few planes at a time (small planes are a few floats).
       std::int64_t pending = b;
@@ -559,6 +566,7 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
     if constexpr (is_max) return (v > acc || v != v) ? v : acc;  // NaN wins, as in NumPy
     else return acc + v;
   };
+  const TapColumns cols(p.kw, 1, p.pad_left, p.stride_w, p.ow, p.w);
   parallel_ranges(args.pool, p.planes, 4, [&](std::int64_t b, std::int64_t e) {
     float split[kMaxSplitRow];
     const bool split_rows = p.stride_w == 2 && p.w <= kMaxSplitRow;
@@ -574,8 +582,8 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
           const float* row = in + iy * p.w;
           if (split_rows) split_row(row, p.w, split);
           for (std::int64_t kx = 0; kx < p.kw; ++kx) {
-            const std::int64_t shift = kx - p.pad_left;
-            const ValidRange vx = valid_outputs(p.ow, p.stride_w, shift, p.w);
+            const std::int64_t shift = cols.shift(kx);
+            const ValidRange vx = cols.valid(kx);
             if (p.stride_w == 1) {
               for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] = fold(dst[ox], row[ox + shift]);
             } else if (split_rows) {
@@ -593,8 +601,8 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
           } else {
             for (std::int64_t ox = 0; ox < p.ow; ++ox) {
               const std::int64_t x0 = ox * p.stride_w - p.pad_left;
-              const std::int64_t cols = std::min(x0 + p.kw, p.w) - std::max<std::int64_t>(x0, 0);
-              dst[ox] /= static_cast<float>((yb - ya) * cols);
+              const std::int64_t inside = std::min(x0 + p.kw, p.w) - std::max<std::int64_t>(x0, 0);
+              dst[ox] /= static_cast<float>((yb - ya) * inside);
             }
           }
         }
