@@ -325,6 +325,13 @@ py::object tensor_as_numpy(const py::object& self) {
 }
 
 /// A shape given as reshape(2, 3), reshape((2, 3)) or reshape([2, 3]).
+/// A shape as the Python tuple NumPy uses.
+py::tuple shape_tuple(const Shape& shape) {
+  py::tuple out(shape.rank());
+  for (std::size_t i = 0; i < shape.rank(); ++i) out[i] = py::int_(shape[i]);
+  return out;
+}
+
 std::vector<std::int64_t> dims_arg(const py::args& args) {
   if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return args[0].cast<std::vector<std::int64_t>>();
   return args.cast<std::vector<std::int64_t>>();
@@ -579,9 +586,9 @@ void define_core(py::module_& m) {
            }),
            "dtype"_a, "shape"_a)
       .def_readonly("dtype", &TensorType::dtype)
-      .def_property_readonly("shape", [](const TensorType& t) { return py::tuple(py::cast(t.shape.dims())); })
+      .def_property_readonly("shape", [](const TensorType& t) { return shape_tuple(t.shape); })
       .def("__eq__", [](const TensorType& a, const TensorType& b) { return a == b; })
-      .def("__hash__", [](const TensorType& t) { return py::hash(py::make_tuple(t.dtype, py::cast(t.shape.dims()))); })
+      .def("__hash__", [](const TensorType& t) { return py::hash(py::make_tuple(t.dtype, shape_tuple(t.shape))); })
       .def("__str__", &TensorType::to_string)
       .def("__repr__", [](const TensorType& t) { return "rml.TensorType(" + t.to_string() + ")"; });
 
@@ -618,7 +625,7 @@ void define_tensor(py::module_& m) {
                [](const py::object& data, const py::object& dtype) { return to_tensor(data, optional_dtype(dtype)); }),
            "data"_a, "dtype"_a = py::none())
       .def_property_readonly("dtype", &Tensor::dtype)
-      .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape().dims())); })
+      .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
       .def_property_readonly("type", &Tensor::type)
       .def_property_readonly("ndim", &Tensor::rank)
       .def_property_readonly("size", &Tensor::numel)
@@ -784,7 +791,7 @@ void define_graph(py::module_& m) {
       .def_property_readonly("name", &Value::name)
       .def_property_readonly("type", &Value::type)
       .def_property_readonly("dtype", [](const Value& v) { return v.type().dtype; })
-      .def_property_readonly("shape", [](const Value& v) { return py::tuple(py::cast(v.type().shape.dims())); })
+      .def_property_readonly("shape", [](const Value& v) { return shape_tuple(v.type().shape); })
       .def_property_readonly("is_constant", &Value::is_constant)
       .def(
           "check", [](const Value& v) { check(v.check()); },
@@ -917,7 +924,7 @@ void define_graph(py::module_& m) {
            "name"_a, "dtype"_a, "shape"_a)
       .def_readonly("name", &TensorSpec::name)
       .def_readonly("dtype", &TensorSpec::dtype)
-      .def_property_readonly("shape", [](const TensorSpec& s) { return py::tuple(py::cast(s.shape.dims())); })
+      .def_property_readonly("shape", [](const TensorSpec& s) { return shape_tuple(s.shape); })
       .def("__repr__", [](const TensorSpec& s) {
         return "rml.TensorSpec('" + s.name + "', " + TensorType{s.dtype, s.shape}.to_string() + ")";
       });

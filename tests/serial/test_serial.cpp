@@ -282,6 +282,26 @@ TEST_CASE("graphs round-trip with bit-identical weights, in memory and through f
   CHECK(serialize_to_file(g, temp_path("no_dir") / "x.rmlpack").code() == Code::invalid_argument);
 }
 
+TEST_CASE("serialize_into reuses a buffer: the same bytes as serialize, whatever the buffer held") {
+  const Graph small(sample_graph());
+  const Graph large(serial_test::chain_graph(300));
+  const auto small_bytes = serialize(small);
+  const auto large_bytes = serialize(large);
+  std::vector<std::uint8_t> buffer(3, 0xee);  // stale contents are overwritten, not appended to
+  serialize_into(small, buffer);
+  CHECK(buffer == small_bytes);
+  serialize_into(large, buffer);  // grows past what it held
+  CHECK(buffer == large_bytes);
+  const auto* memory = buffer.data();
+  serialize_into(small, buffer);  // shrinks, keeping its memory
+  CHECK(buffer == small_bytes);
+  CHECK(buffer.data() == memory);
+  CHECK(buffer.capacity() >= large_bytes.size());
+  auto back = deserialize<Graph>(buffer);
+  REQUIRE_MESSAGE(back.ok(), back.error().to_string());
+  CHECK(assert_structural_equal(small, *back).ok());
+}
+
 TEST_CASE("tensor storage shared by several tensors is written once and shared again") {
   const auto tied = serialize(sample_graph(true));
   const auto untied = serialize(sample_graph(false));

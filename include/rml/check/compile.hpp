@@ -27,7 +27,7 @@ struct CompiledOp {
 
 namespace detail {
 
-using Dims = std::vector<std::int64_t>;
+// Dims is rml::Dims (shape.hpp): dimensions and strides up to rank 6 stay inline.
 
 inline std::string str(std::int64_t v) { return std::to_string(v); }
 inline std::string str(const Dims& d) { return Shape(d).to_string(); }

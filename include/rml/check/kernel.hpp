@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rml/core/dtype.hpp"
+#include "rml/core/shape.hpp"
 #include "rml/ir/ops.hpp"
 
 namespace rml {
@@ -26,17 +27,17 @@ struct UnaryPlan {
 /// is always 0 or 1, so the innermost loop is vector-vector, vector-scalar or scalar-vector.
 struct BroadcastPlan {
   std::int64_t n = 0;               ///< output elements
-  std::vector<std::int64_t> dims;   ///< collapsed output dims (at least one)
-  std::vector<std::vector<std::int64_t>> strides;  ///< per input
+  Dims dims;                        ///< collapsed output dims (at least one)
+  std::vector<Dims> strides;        ///< per input
 };
 
 /// `C[b] = A[b] @ B[b]` over row-major matrices. Batch dims are broadcast and collapsed; a batch
 /// that only `a` has, with `b` shared, is folded into m (one big GEMM).
 struct MatMulPlan {
   std::int64_t m = 0, k = 0, n = 0;
-  std::vector<std::int64_t> batch_dims;       ///< collapsed output batch dims (may be empty)
-  std::vector<std::int64_t> a_batch_strides;  ///< element strides, 0 where broadcast
-  std::vector<std::int64_t> b_batch_strides;
+  Dims batch_dims;       ///< collapsed output batch dims (may be empty)
+  Dims a_batch_strides;  ///< element strides, 0 where broadcast
+  Dims b_batch_strides;
 };
 
 /// conv2d geometry (NCHW). Groups split channels; `cg = c / groups`, `og = o / groups`.
@@ -62,7 +63,7 @@ struct Pool2dPlan {
 /// Reduction. The input dims are collapsed into alternating kept/reduced runs; the common case
 /// is a single reduced run: `[outer, reduce, inner]` with `simple` set.
 struct ReducePlan {
-  std::vector<std::int64_t> dims;     ///< collapsed input dims
+  Dims dims;                          ///< collapsed input dims
   std::vector<std::uint8_t> reduced;  ///< per collapsed dim: 1 when reduced
   std::int64_t outer = 1, reduce = 1, inner = 1;
   bool simple = true;
@@ -78,8 +79,8 @@ struct AxisPlan {
 /// out[i] = in[offset + sum_d idx_d * in_strides[d]] over contiguous `dims` (transpose, slice, expand).
 struct StridedCopyPlan {
   std::int64_t n = 0;
-  std::vector<std::int64_t> dims;
-  std::vector<std::int64_t> in_strides;
+  Dims dims;
+  Dims in_strides;
   std::int64_t in_offset = 0;
 };
 
@@ -88,8 +89,8 @@ struct StridedCopyPlan {
 struct PadPlan {
   std::int64_t out_n = 0;
   double value = 0;
-  std::vector<std::int64_t> dims;
-  std::vector<std::int64_t> out_strides;
+  Dims dims;
+  Dims out_strides;
   std::int64_t out_offset = 0;
 };
 

@@ -24,6 +24,8 @@
 #include <variant>
 #include <vector>
 
+#include "rml/core/small_vector.hpp"
+
 namespace rml {
 
 /// One field: its wire name and a pointer to the member.
@@ -96,6 +98,8 @@ template <typename T>
 struct is_vector : std::false_type {};
 template <typename T, typename A>
 struct is_vector<std::vector<T, A>> : std::true_type {};
+template <typename T, std::size_t N>
+struct is_vector<SmallVector<T, N>> : std::true_type {};
 
 template <typename T>
 struct is_optional : std::false_type {};

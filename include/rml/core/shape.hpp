@@ -14,19 +14,23 @@
 
 namespace rml {
 
+/// A shape's dimensions: up to six are held inline, without an allocation.
+using Dims = SmallVector<std::int64_t, 6>;
+
 /// A static shape: every dimension >= 0. Row-major; rank 0 is a scalar.
 class Shape {
  public:
   Shape() = default;
   Shape(std::initializer_list<std::int64_t> dims) : dims_(dims) {}
-  explicit Shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {}
+  explicit Shape(Dims dims) : dims_(std::move(dims)) {}
+  explicit Shape(const std::vector<std::int64_t>& dims) : dims_(dims) {}
 
   [[nodiscard]] std::size_t rank() const noexcept { return dims_.size(); }
   [[nodiscard]] bool empty() const noexcept { return dims_.empty(); }
   [[nodiscard]] std::int64_t operator[](std::size_t i) const noexcept { return dims_[i]; }
   std::int64_t& operator[](std::size_t i) noexcept { return dims_[i]; }
-  [[nodiscard]] const std::vector<std::int64_t>& dims() const noexcept { return dims_; }
-  std::vector<std::int64_t>& dims() noexcept { return dims_; }
+  [[nodiscard]] const Dims& dims() const noexcept { return dims_; }
+  Dims& dims() noexcept { return dims_; }
   [[nodiscard]] auto begin() const noexcept { return dims_.begin(); }
   [[nodiscard]] auto end() const noexcept { return dims_.end(); }
   void push_back(std::int64_t d) { dims_.push_back(d); }
@@ -63,7 +67,7 @@ class Shape {
   static constexpr auto fields() { return std::tuple{field("dims", &Shape::dims_)}; }
 
  private:
-  std::vector<std::int64_t> dims_;
+  Dims dims_;
 };
 
 /// A dtype and a static shape.

@@ -58,8 +58,8 @@ struct ValueCut {
     return v < def.values.size() ? static_cast<double>(def.values[v].type.shape.numel()) : 0.0;
   };
   const double out = n.outputs.empty() ? 0.0 : numel(n.outputs[0]);
-  const auto dims = [&](std::size_t input) -> const std::vector<std::int64_t>& {
-    static const std::vector<std::int64_t> none;
+  const auto dims = [&](std::size_t input) -> const Dims& {
+    static const Dims none{};
     return input < n.inputs.size() && n.inputs[input] < def.values.size()
                ? def.values[n.inputs[input]].type.shape.dims()
                : none;

@@ -186,7 +186,7 @@ inline bool fold_constants(GraphDef& def, const ExecHooks* hooks) {
 /// Merges operators that apply the same op with the same attributes to the same inputs on one device.
 inline bool eliminate_common_subexpressions(GraphDef& def) {
   bool changed = false;
-  std::map<std::tuple<std::string, std::vector<ValueId>, std::string, std::int32_t, std::uint8_t>, std::size_t> seen;
+  std::map<std::tuple<std::string, ValueIds, std::string, std::int32_t, std::uint8_t>, std::size_t> seen;
   std::vector<bool> is_output(def.values.size(), false);
   for (ValueId v : def.outputs) is_output[v] = true;
   std::vector<bool> drop(def.nodes.size(), false);

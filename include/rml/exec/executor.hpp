@@ -38,7 +38,7 @@ enum class ValueHome : std::uint8_t { none, input, constant, arena, output, alia
 struct Step {
   Kernel kernel;
   KernelFn fn = nullptr;
-  std::vector<ValueId> inputs;
+  ValueIds inputs;
   ValueId output = 0;
   std::vector<UnaryStep> chain;  ///< fused unary ops (for a unary step: the whole chain, itself first)
   std::int64_t bias = -1;        ///< value id of a fused bias, or -1

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -73,7 +74,7 @@ inline Status json_append_attr(std::string& out, const AttrValue& value, const s
   }
 }
 
-inline void json_append_ids(std::string& out, const std::vector<ValueId>& ids) {
+inline void json_append_ids(std::string& out, std::span<const ValueId> ids) {
   out += '[';
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (i) out += ',';
@@ -100,7 +101,7 @@ inline Result<ConstantLayout> layout_constants(const GraphDef& def) {
   ConstantLayout layout;
   layout.stored_name.resize(def.constants.size());
   // Same bytes: same storage, offset, dtype and shape.
-  using Key = std::tuple<const Storage*, std::size_t, DType, std::vector<std::int64_t>>;
+  using Key = std::tuple<const Storage*, std::size_t, DType, Dims>;
   std::map<Key, std::string> by_storage;
   std::map<std::string, const Tensor*, std::less<>> by_name;
   for (std::size_t i = 0; i < def.constants.size(); ++i) {

@@ -545,7 +545,8 @@ class GraphJsonParser {
     return id >= 0 && static_cast<std::uint64_t>(id) < def_.values.size();
   }
 
-  Status convert_ids(const std::int64_t* ids, std::size_t n, std::vector<ValueId>& out, const JsonPath& where) const {
+  template <typename Ids>
+  Status convert_ids(const std::int64_t* ids, std::size_t n, Ids& out, const JsonPath& where) const {
     out.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       if (!in_range(ids[i])) return id_out_of_range(ids[i], where[i]);

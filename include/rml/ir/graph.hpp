@@ -26,6 +26,9 @@ namespace rml {
 /// A value's id: its index in GraphDef::values.
 using ValueId = std::uint32_t;
 
+/// A node's operands or results: up to four held inline, without an allocation.
+using ValueIds = SmallVector<ValueId, 4>;
+
 /// Where an exporter found a node (`layers.2 at model.py:41`). Every transformation keeps it.
 struct Origin {
   std::string module;
@@ -82,8 +85,8 @@ struct ConstantDef {
 /// judge it, `infer_types` does.
 struct NodeDef {
   std::string op;
-  std::vector<ValueId> inputs;
-  std::vector<ValueId> outputs;
+  ValueIds inputs;
+  ValueIds outputs;
   std::string name;
   Attrs attrs;
   std::optional<Origin> origin;

@@ -689,16 +689,26 @@ class SerialReader {
       if (!read_array_header(n) || !enter()) return false;
       out.clear();
       if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {
-        out.resize(n);  // n <= remaining bytes, and each element is at most 8 bytes
-        // A local cursor for small integers (ids, dimensions); anything else through read().
+        // n <= remaining bytes, and each element is at most 8 bytes. Every element is written below
+        // (or the read fails), so a SmallVector skips zero-filling them first.
+        if constexpr (requires { out.resize_for_overwrite(n); })
+          out.resize_for_overwrite(n);
+        else
+          out.resize(n);
+        // A local cursor for small integers (ids, dimensions); anything else through read(). The
+        // elements through a local pointer: a store through out[i] may alias out's own size fields.
+        E* elements = out.data();
         const std::uint8_t* p = p_;
         for (std::uint32_t i = 0; i < n; ++i) {
           if constexpr (std::is_integral_v<E>) {
-            if (decode_small(p, end_, out[i])) [[likely]]
+            if (decode_small(p, end_, elements[i])) [[likely]]
               continue;
           }
           p_ = p;
-          if (!read(out[i])) return in_element(i);
+          if (!read(elements[i])) {
+            out.resize(i);  // no unwritten element stays behind
+            return in_element(i);
+          }
           p = p_;
         }
         p_ = p;
@@ -892,7 +902,7 @@ class SerialReader {
     }
     const std::uint8_t* start = p_;
     DType dtype = DType::f32;
-    std::vector<std::int64_t> dims;
+    Dims dims;
     std::shared_ptr<const Storage> storage;
     std::size_t size = 0;
     std::uint32_t n = 0;

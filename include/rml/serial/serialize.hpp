@@ -64,6 +64,24 @@ std::size_t serial_size_hint(const T& value) {
   }
 }
 
+// The envelope, then the root.
+template <typename T>
+std::vector<std::uint8_t> write_document(const T& value, SerialWriter&& writer) {
+  using Root = serial_root_t<T>;
+  writer.write_map_header(4);
+  writer.write_str(key_format);
+  writer.write_str(serial_format_name);
+  writer.write_str(key_version);
+  writer.write_array_header(2);
+  writer.write_uint(serial_version_major);
+  writer.write_uint(serial_version_minor);
+  writer.write_str(key_type);
+  writer.write_str(serial_type_name<Root>());
+  writer.write_str(key_root);
+  writer.write(serial_root(value));
+  return std::move(writer).take();
+}
+
 }  // namespace detail
 
 /// The rml-msgpack document holding `value` (a reflected type, a Graph, or any field type).
@@ -72,20 +90,16 @@ std::size_t serial_size_hint(const T& value) {
 /// registered, and (UNSUPPORTED) for a string, list or blob longer than MessagePack's 2^32 - 1.
 template <typename T>
 std::vector<std::uint8_t> serialize(const T& value) {
-  using Root = detail::serial_root_t<T>;
-  detail::SerialWriter writer(detail::serial_size_hint(detail::serial_root(value)));
-  writer.write_map_header(4);
-  writer.write_str(detail::key_format);
-  writer.write_str(serial_format_name);
-  writer.write_str(detail::key_version);
-  writer.write_array_header(2);
-  writer.write_uint(serial_version_major);
-  writer.write_uint(serial_version_minor);
-  writer.write_str(detail::key_type);
-  writer.write_str(detail::serial_type_name<Root>());
-  writer.write_str(detail::key_root);
-  writer.write(detail::serial_root(value));
-  return std::move(writer).take();
+  return detail::write_document(value, detail::SerialWriter(detail::serial_size_hint(detail::serial_root(value))));
+}
+
+/// serialize() into `out`, replacing what it held but reusing its memory: for a program that
+/// writes document after document (a server sending graphs), the buffer's pages stay mapped and
+/// nothing is zero-filled. Throws as serialize() does; `out` is then left empty.
+template <typename T>
+void serialize_into(const T& value, std::vector<std::uint8_t>& out) {
+  const std::size_t hint = detail::serial_size_hint(detail::serial_root(value));
+  out = detail::write_document(value, detail::SerialWriter(std::move(out), hint));
 }
 
 /// The T held by an rml-msgpack document (T = Graph reads a GraphDef and wraps it).

@@ -129,6 +129,14 @@ class SerialWriter {
  public:
   /// A writer whose buffer starts with room for `capacity` bytes (it grows as needed).
   explicit SerialWriter(std::size_t capacity = 256) { reset_buffer(capacity); }
+  /// A writer that writes over `buffer` from its start, keeping its capacity: the bytes it already
+  /// holds are overwritten in place, so a buffer reused document after document costs neither
+  /// zero-filling nor page faults. Reserves `capacity` bytes when it holds fewer.
+  SerialWriter(std::vector<std::uint8_t>&& buffer, std::size_t capacity) : buf_(std::move(buffer)) {
+    if (buf_.capacity() < capacity) buf_.reserve(capacity);
+    pos_ = buf_.data();
+    end_ = buf_.data() + buf_.size();
+  }
   SerialWriter(const SerialWriter&) = delete;
   SerialWriter& operator=(const SerialWriter&) = delete;
 

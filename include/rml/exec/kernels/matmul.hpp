@@ -168,8 +168,7 @@ inline void packed_gemm(const PackedWeights& w, const float* a, float* c, float*
 }
 
 /// Offset of batch `i` (row-major over `dims`) along `strides`.
-inline std::int64_t batch_offset(std::int64_t i, const std::vector<std::int64_t>& dims,
-                                 const std::vector<std::int64_t>& strides) {
+inline std::int64_t batch_offset(std::int64_t i, const Dims& dims, const Dims& strides) {
   std::int64_t off = 0;
   for (std::size_t d = dims.size(); d-- > 0;) {
     off += (i % dims[d]) * strides[d];

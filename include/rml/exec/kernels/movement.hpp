@@ -31,7 +31,7 @@ Status copy_kernel(const Kernel& kernel, const KernelArgs& args) {
 /// dst[dst_offset + sum idx * dst_strides] = src[src_offset + sum idx * src_strides] over `dims`;
 /// either side may be contiguous (strides = nullptr).
 template <typename T>
-void strided_copy(const std::vector<std::int64_t>& dims, const T* src, const std::int64_t* src_strides, T* dst,
+void strided_copy(const Dims& dims, const T* src, const std::int64_t* src_strides, T* dst,
                   const std::int64_t* dst_strides) {
   const std::size_t r = dims.size();
   std::int64_t n = 1;
