@@ -143,6 +143,15 @@ class ThreadPool {
   bool stop_ = false;
 };
 
+/// Items per part so that each part holds at least `min_work` units of work (multiply-adds,
+/// elements touched) when one item costs `work_per_item`, and at least `min_items`: below that,
+/// handing a part to another thread costs more than the part saves.
+inline std::int64_t work_grain(std::int64_t work_per_item, std::int64_t min_items = 1,
+                               std::int64_t min_work = std::int64_t{1} << 15) {
+  const std::int64_t per = std::max<std::int64_t>(work_per_item, 1);
+  return std::max(min_items, (min_work + per - 1) / per);
+}
+
 /// Splits [0, total) into at most `parts` contiguous ranges of at least `grain` and calls
 /// `f(begin, end)` for each, in parallel when a pool is given.
 template <typename F>

@@ -242,23 +242,24 @@ def conv_cases():
 
 def conv_blocked_cases():
     """Convolutions big enough for the executor's packed path to tile output positions, block the
-    depth and split output channels across threads (with its own generator, so adding them left
+    depth and split output channels across threads (each holds enough work for the executor to split
+    it at 2 threads) (with its own generator, so adding them left
     every other case's data unchanged)."""
     r = np.random.default_rng(20261)
     cases = {
         "tiled": dict(x=(1, 48, 14, 14), w=(40, 48, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True),
         "deep": dict(x=(1, 300, 4, 4), w=(10, 300, 3, 3), attrs={"pads": [1, 0, 1, 0]}),
-        "few_positions": dict(x=(1, 32, 5, 5), w=(18, 32, 3, 3), attrs={"pads": [1, 1, 1, 1], "strides": [2, 1]},
+        "few_positions": dict(x=(1, 128, 5, 5), w=(72, 128, 3, 3), attrs={"pads": [1, 1, 1, 1], "strides": [2, 1]},
                               bias=True),
         "pointwise_wide": dict(x=(1, 40, 12, 12), w=(24, 40, 1, 1), attrs={}, bias=True),
         "grouped_dilated": dict(x=(2, 24, 9, 9), w=(30, 8, 3, 3), attrs={"groups": 3, "dilations": [2, 1],
                                                                            "pads": [2, 1, 2, 1]}),
         # One or two output positions per image: the channels become the GEMM's rows.
-        "single_position": dict(x=(2, 64, 3, 3), w=(50, 64, 3, 3), attrs={}, bias=True),
-        "two_positions_grouped": dict(x=(1, 32, 3, 4), w=(40, 16, 3, 3), attrs={"groups": 2, "pads": [0, 0, 0, 0]}),
-        # Depthwise: 20 channels interleaved 16 at a time; rows of 40 and 35 outputs run row by row
+        "single_position": dict(x=(2, 256, 3, 3), w=(128, 256, 3, 3), attrs={}, bias=True),
+        "two_positions_grouped": dict(x=(1, 256, 3, 4), w=(256, 128, 3, 3), attrs={"groups": 2, "pads": [0, 0, 0, 0]}),
+        # Depthwise: 40 channels interleaved 16 at a time (16 + 16 + 8); rows of 40 and 35 outputs run row by row
         # (the second with its stride-2 rows split into even and odd columns).
-        "depthwise_lanes": dict(x=(2, 20, 5, 6), w=(20, 1, 3, 3), attrs={"groups": 20, "pads": [1, 1, 1, 1]},
+        "depthwise_lanes": dict(x=(2, 40, 12, 12), w=(40, 1, 3, 3), attrs={"groups": 40, "pads": [1, 1, 1, 1]},
                                 bias=True),
         "depthwise_wide_rows": dict(x=(1, 2, 3, 40), w=(2, 1, 3, 3), attrs={"groups": 2, "pads": [0, 1, 0, 1]},
                                     bias=True),

@@ -328,10 +328,12 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // layers on small planes), the threads split the output channels instead.
   const std::int64_t mr = gebp::Traits::mr;
   const std::int64_t per_thread = ((positions + threads - 1) / threads + mr - 1) / mr * mr;
-  if (threads > 1 && per_thread >= 4 * mr) {
+  // A small convolution stays on one thread: a hand-off would cost more than its share.
+  const bool split = threads > 1 && positions * kdim * p.og * p.groups >= 2 * kGemmPartFlops;
+  if (split && per_thread >= 4 * mr) {
     mc = std::min<gebp::Index>(mc, per_thread);
     pw->parts = std::min<std::int64_t>(threads, (positions + mc - 1) / mc);
-  } else if (threads > 1 && p.og >= 2 * gebp::Traits::nr) {
+  } else if (split && p.og >= 2 * gebp::Traits::nr) {
     pw->split_columns = true;
     pw->parts = std::min<std::int64_t>(threads, p.og / gebp::Traits::nr);
   }
@@ -489,7 +491,7 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
     if (DepthwiseLanes::suits(p)) {
       constexpr std::int64_t L = DepthwiseLanes::kLanes;
       const std::int64_t groups = (p.c + L - 1) / L;  // per image
-      parallel_ranges(args.pool, p.n * groups, 1, [&](std::int64_t b, std::int64_t e) {
+      parallel_ranges(args.pool, p.n * groups, work_grain(L * plane_out * p.kh * p.kw), [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t i = b; i < e; ++i) {
           const std::int64_t n = i / groups, c0 = i % groups * L, lanes = std::min(L, p.c - c0);
           const float* bias = epi.bias ? epi.bias + c0 : nullptr;
@@ -502,7 +504,7 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       return {};
     }
     const TapColumns cols(p.kw, p.dilation_w, p.pad_left, p.stride_w, p.ow, p.w);
-    parallel_ranges(args.pool, p.n * p.c, 4, [&](std::int64_t b, std::int64_t e) {
+    parallel_ranges(args.pool, p.n * p.c, work_grain(plane_out * p.kh * p.kw, 4), [&](std::int64_t b, std::int64_t e) {
       // The fused activations run over a few planes at a time (small planes are a few floats).
       std::int64_t pending = b;
       for (std::int64_t i = b; i < e; ++i) {
@@ -567,7 +569,7 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
     else return acc + v;
   };
   const TapColumns cols(p.kw, 1, p.pad_left, p.stride_w, p.ow, p.w);
-  parallel_ranges(args.pool, p.planes, 4, [&](std::int64_t b, std::int64_t e) {
+  parallel_ranges(args.pool, p.planes, work_grain(p.oh * p.ow * p.kh * p.kw, 4), [&](std::int64_t b, std::int64_t e) {
     float split[kMaxSplitRow];
     const bool split_rows = p.stride_w == 2 && p.w <= kMaxSplitRow;
     for (std::int64_t plane = b; plane < e; ++plane) {

@@ -34,6 +34,9 @@ inline void apply_epilogue(const Epilogue& e, BiasAlong along, float* c, std::in
 /// Up to this many rows, matmul runs as one GEMV per row.
 inline constexpr std::int64_t kGemvRows = 4;
 
+/// The least work (multiply-adds) worth handing to another thread as part of a product.
+inline constexpr std::int64_t kGemmPartFlops = std::int64_t{1} << 17;
+
 /// C[m, n] = A[m, k] @ B[k, n], row-major (A and B contiguous, C with row stride `ldc`), then
 /// the epilogue.
 inline void gemm(const float* a, const float* b, float* c, std::int64_t m, std::int64_t k, std::int64_t n,
@@ -63,7 +66,7 @@ inline void gemm(const float* a, const float* b, float* c, std::int64_t m, std::
   // Enough work per part to pay for a hand-off; split the longer side.
   const std::int64_t flops = m * n * std::max<std::int64_t>(k, 1);
   const std::int64_t threads = pool ? pool->threads() : 1;
-  if (threads <= 1 || flops < (1 << 18)) return block(0, m, 0, n);
+  if (threads <= 1 || flops < 2 * kGemmPartFlops) return block(0, m, 0, n);
   if (m >= n || m >= 16 * threads) {
     parallel_ranges(pool, m, 4, [&](std::int64_t r0, std::int64_t r1) { block(r0, r1, 0, n); });
   } else {
@@ -152,7 +155,8 @@ inline void packed_gemm(const PackedWeights& w, const float* a, float* c, float*
   const gebp::ResMapper res(c, n);  // C^T, column-major [n, m]
   const bool has_epilogue = epi && !epi->empty();
   const std::int64_t blocks = (n + mc - 1) / mc;
-  parallel_ranges(pool, blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+  // Column blocks were sized at packing for every thread to get one; a small product stays whole.
+  parallel_ranges(pool, blocks, work_grain(mc * k * m, 1, kGemmPartFlops), [&](std::int64_t b0, std::int64_t b1) {
     gebp::Kernel kernel;
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t i2 = blk * mc, rows = std::min(mc, n - i2);
@@ -196,8 +200,9 @@ Status matmul_kernel(const Kernel& kernel, const KernelArgs& args) {
   };
   const std::int64_t threads = args.pool ? args.pool->threads() : 1;
   if (batches >= threads && threads > 1) {
-    // Many small products: one thread per batch range.
-    parallel_ranges(args.pool, batches, 1, [&](std::int64_t b0, std::int64_t b1) {
+    // Many small products: one thread per batch range, when the batch holds enough work.
+    const std::int64_t flops = p.m * p.n * std::max<std::int64_t>(p.k, 1);
+    parallel_ranges(args.pool, batches, work_grain(flops, 1, kGemmPartFlops), [&](std::int64_t b0, std::int64_t b1) {
       for (std::int64_t i = b0; i < b1; ++i) one(i, nullptr);
     });
   } else {

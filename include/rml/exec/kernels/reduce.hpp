@@ -48,7 +48,7 @@ Status reduce_kernel(const Kernel& kernel, const KernelArgs& args) {
   float* y = out_ptr<float>(args);
   if (p.simple) {
     if (p.inner == 1) {
-      parallel_ranges(args.pool, p.outer, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(p.reduce, 1)),
+      parallel_ranges(args.pool, p.outer, work_grain(p.reduce),
                       [&](std::int64_t b, std::int64_t e) {
                         for (std::int64_t o = b; o < e; ++o) y[o] = R::row(x + o * p.reduce, p.reduce);
                       });
@@ -90,7 +90,7 @@ Status softmax_kernel(const Kernel& kernel, const KernelArgs& args) {
   const float* x = in_ptr<float>(args, 0);
   float* y = out_ptr<float>(args);
   if (p.axis == 0) return {};
-  parallel_ranges(args.pool, p.outer, 8, [&](std::int64_t b, std::int64_t e) {
+  parallel_ranges(args.pool, p.outer, work_grain(p.axis * p.inner, 8), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t o = b; o < e; ++o) {
       const float* in = x + o * p.axis * p.inner;
       float* out = y + o * p.axis * p.inner;
