@@ -80,7 +80,7 @@ Status unary_kernel(const Kernel& k, const KernelArgs& a) {
   if (a.epilogue && !a.epilogue->chain.empty()) chain = a.epilogue->chain;
   const float* x = in_ptr<float>(a, 0);
   float* y = out_ptr<float>(a);
-  parallel_ranges(a.pool, p.n, 1 << 15,
+  parallel_ranges(a.pool, p.n, work_grain(1),
                   [&](std::int64_t b, std::int64_t e) { unary_chain(chain, x + b, y + b, e - b); });
   return {};
 }
@@ -154,7 +154,7 @@ Status binary_kernel(const Kernel& k, const KernelArgs& args) {
   if (p.n == 0) return {};
   const std::int64_t rows = p.n / len;
   const bool fused = args.epilogue && !args.epilogue->chain.empty();
-  parallel_ranges(args.pool, rows, std::max<std::int64_t>(1, (1 << 15) / len), [&](std::int64_t b, std::int64_t e) {
+  parallel_ranges(args.pool, rows, work_grain(len), [&](std::int64_t b, std::int64_t e) {
     for_each_row<2>(p, b, e, row);
     if (fused) unary_chain(args.epilogue->chain, z + b * len, z + b * len, (e - b) * len);
   });
