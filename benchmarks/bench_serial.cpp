@@ -1,6 +1,8 @@
 // MessagePack serialization throughput (nodes/s) on chain graphs of 10 to 100 000 operators,
 // beside rml's own rml-graph JSON writer and reader measured in the same run, and beside the
-// figures the reference serialization guide quotes (≈2 M nodes/s serialize, ≈1.25 M deserialize).
+// figures the reference serialization guide quotes (≈2 M nodes/s serialize, ≈1.25 M deserialize);
+// beside msgpack-cxx on the same bytes; and beside two floors of the IR itself (a GraphDef copy, a
+// read-only walk over it) that bound what any reader or writer of it can reach.
 //
 //   bench_serial [--benchmark_filter=...] [--benchmark_repetitions=N]
 //
@@ -16,6 +18,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include <msgpack.hpp>
 
 #include <rml/io/graph_io.hpp>
 #include <rml/serial/serialize.hpp>
@@ -89,6 +93,70 @@ void msgpack_read_kept_heap(benchmark::State& state) {
 #endif
 }
 
+// The floor under any reader: copy-constructing (and then destroying) the same GraphDef. A reader
+// builds exactly these objects, so it cannot beat this; the ratio says what decoding adds.
+void graphdef_copy(benchmark::State& state) {
+  const rml::Graph& g = graph_of(static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    rml::GraphDef copy = g.def();
+    benchmark::DoNotOptimize(copy);
+  }
+  set_rate(state);
+}
+
+// The floor under any writer: one pass reading every string, list and scalar of the GraphDef once
+// (summing bytes), which a writer must do before it can write them. At 100 000 nodes the IR's heap
+// no longer fits in cache and this pass alone waits on memory.
+std::uint64_t touch(const std::string& s) { return s.size() + (s.empty() ? 0u : static_cast<unsigned char>(s.back())); }
+template <typename List>
+std::uint64_t touch_list(const List& list) {
+  std::uint64_t sum = list.size();
+  for (const auto& x : list) sum += static_cast<std::uint64_t>(x);
+  return sum;
+}
+
+void graphdef_walk(benchmark::State& state) {
+  const rml::GraphDef& g = graph_of(static_cast<int>(state.range(0))).def();
+  for (auto _ : state) {
+    std::uint64_t sum = touch(g.name) + touch(g.producer) + touch_list(g.inputs) + touch_list(g.outputs);
+    for (const auto& v : g.values)
+      sum += touch(v.name) + static_cast<unsigned>(v.type.dtype) + touch_list(v.type.shape.dims());
+    for (const auto& c : g.constants)
+      sum += c.value + touch(c.tensor) + touch_list(c.data.shape().dims()) + c.data.nbytes() +
+             reinterpret_cast<std::uintptr_t>(c.data.storage().get());
+    for (const auto& n : g.nodes) {
+      sum += touch(n.op) + touch_list(n.inputs) + touch_list(n.outputs) + touch(n.name) +
+             static_cast<unsigned>(n.device.kind) + static_cast<std::uint64_t>(n.device.index);
+      for (const auto& [key, value] : n.attrs) sum += touch(key) + value.index();
+      if (n.origin) sum += touch(n.origin->module) + touch(n.origin->file) + static_cast<std::uint64_t>(n.origin->line);
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  set_rate(state);
+}
+
+// The peer: msgpack-cxx decoding the same document into its own object tree (one zone, no IR, no
+// validation beyond well-formedness), and packing that tree back into a buffer.
+void msgpack_cxx_unpack(benchmark::State& state) {
+  const auto bytes = rml::serialize(graph_of(static_cast<int>(state.range(0))));
+  for (auto _ : state) {
+    auto handle = msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    benchmark::DoNotOptimize(handle.get());
+  }
+  set_rate(state);
+}
+
+void msgpack_cxx_pack(benchmark::State& state) {
+  const auto bytes = rml::serialize(graph_of(static_cast<int>(state.range(0))));
+  const auto handle = msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  for (auto _ : state) {
+    msgpack::sbuffer out;
+    msgpack::pack(out, handle.get());
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_rate(state);
+}
+
 // rml-graph JSON text in memory (save_graph without the file writes).
 void json_write(benchmark::State& state) {
   const rml::Graph& g = graph_of(static_cast<int>(state.range(0)));
@@ -129,6 +197,10 @@ BENCHMARK(msgpack_write)->Apply(sizes);
 BENCHMARK(msgpack_write_reused)->Apply(sizes);
 BENCHMARK(msgpack_read)->Apply(sizes);
 BENCHMARK(msgpack_read_kept_heap)->Apply(sizes);
+BENCHMARK(graphdef_copy)->Apply(sizes);
+BENCHMARK(graphdef_walk)->Apply(sizes);
+BENCHMARK(msgpack_cxx_pack)->Apply(sizes);
+BENCHMARK(msgpack_cxx_unpack)->Apply(sizes);
 BENCHMARK(json_write)->Apply(sizes);
 BENCHMARK(json_read)->Apply(sizes);
 
@@ -185,6 +257,23 @@ void print_summary(const Collector& c) {
     std::printf("%8d | %20.2f M %8.1fx | %20.2f M %8.1fx\n", n, w / 1e6, w / reference_serialize, r / 1e6,
                 r / reference_deserialize);
   }
+  std::printf("\nBeside msgpack-cxx (the same document, into and out of its own object tree) and the floor\n");
+  std::printf("(floors: a writer reads all of the IR, GraphDef walk; a reader builds all of it, GraphDef copy)\n");
+  std::printf("%8s | %14s %13s %13s | %14s %13s %13s\n", "nodes", "write nodes/s", "x msgpack-cxx", "x IR walk",
+              "read nodes/s", "x msgpack-cxx", "x IR copy");
+  for (int n : {10, 100, 1000, 100000}) {
+    const double w = rate("msgpack_write", n), r = rate("msgpack_read", n);
+    const double pw = rate("msgpack_cxx_pack", n), pr = rate("msgpack_cxx_unpack", n);
+    const double walk = rate("graphdef_walk", n), copy = rate("graphdef_copy", n);
+    if (pw == 0 && pr == 0 && walk == 0 && copy == 0) continue;
+    const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    std::printf("%8d | %12.2f M %12.2fx %12.2fx | %12.2f M %12.2fx %12.2fx\n", n, w / 1e6, ratio(w, pw), ratio(w, walk),
+                r / 1e6, ratio(r, pr), ratio(r, copy));
+  }
+  std::printf("%8s | %14s %13s %13s | %14s %13s %13s\n", "", "", "", "walk nodes/s", "", "", "copy nodes/s");
+  for (int n : {10, 100, 1000, 100000})
+    if (const double walk = rate("graphdef_walk", n), copy = rate("graphdef_copy", n); walk > 0 || copy > 0)
+      std::printf("%8d | %14s %13s %11.2f M | %14s %13s %11.2f M\n", n, "", "", walk / 1e6, "", "", copy / 1e6);
   std::printf("targets: >= 20 M nodes/s write, >= 10 M nodes/s read at 1000 nodes and up\n");
   std::printf("B/node: document bytes per node, weights included (MessagePack) or apart (JSON)\n");
 }
