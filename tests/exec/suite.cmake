@@ -1,6 +1,8 @@
-# The exec area's thread-safety test again on its own, labelled for the ThreadSanitizer preset
-# (`ctest --preset tsan -L tsan-ok`).
+# The exec area's thread-safety tests again on their own, labelled for the ThreadSanitizer preset
+# (`ctest --preset tsan -L tsan-ok`): one executor run from many threads, and every op case at 2
+# threads (the threads_* cases split each parallel kernel across the pool).
 if(TARGET rml_tests_exec)
   add_test(NAME exec_concurrency COMMAND rml_tests_exec --no-version=true --test-case=*concurrent*)
-  set_tests_properties(exec_concurrency PROPERTIES LABELS "tsan-ok;exec")
+  add_test(NAME exec_ops_threads COMMAND rml_tests_exec --no-version=true "--test-case=every op matches NumPy*")
+  set_tests_properties(exec_concurrency exec_ops_threads PROPERTIES LABELS "tsan-ok;exec")
 endif()

@@ -366,6 +366,69 @@ def reduce_cases():
     one_op("argmax_last", "argmax", [a], np.argmax(a, axis=-1).astype(np.int32), {"axis": -1})
 
 
+# ---- inputs large enough for each parallel kernel to split at 2 threads ----
+def threaded_cases():
+    """One case per parallel range in the kernels, each holding at least twice the work the executor
+    hands one thread (2^15 elements touched, 2^17 multiply-adds for products), so that the test
+    at 2 threads runs the split. Their own generator: adding them left every other case unchanged."""
+    r = np.random.default_rng(20263)
+
+    def rand(*shape, scale=1.0):
+        return f32(r.standard_normal(shape) * scale)
+
+    def softmax(v, axis):
+        e = np.exp(v - v.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+    # Unary: 2^16 elements through tanh with relu fused after it (one kernel, a chain of two).
+    c = Case("threads_unary_chain", ELEMENTWISE)
+    x = c.input(rand(128, 512, scale=2.0), "x")
+    t = np.tanh(c.arrays[x].astype(np.float64))
+    c.output(c.node("relu", [c.node("tanh", [x], f32(t))], f32(np.maximum(t, 0))))
+    c.write()
+
+    # Binary: rows of 512 with a broadcast row, relu fused into the add.
+    c = Case("threads_binary_rows", ELEMENTWISE)
+    x, b = c.input(rand(128, 512), "x"), c.input(rand(512), "b")
+    s = c.arrays[x].astype(np.float64) + c.arrays[b]
+    c.output(c.node("relu", [c.node("add", [x, b], f32(s))], f32(np.maximum(s, 0))))
+    c.write()
+
+    # Reductions over the last axis, rows split across threads.
+    c = Case("threads_reduce_rows", tol_k(256))
+    x = c.input(rand(256, 256), "x")
+    xd = c.arrays[x].astype(np.float64)
+    c.output(c.node("sum", [x], f32(xd.sum(axis=-1)), {"axes": [-1]}))
+    c.output(c.node("max", [x], f32(xd.max(axis=-1)), {"axes": [-1]}))
+    c.write()
+
+    # softmax along a middle axis: outer 64, axis 16, inner 64.
+    x = rand(64, 16, 64, scale=4.0)
+    one_op("threads_softmax_inner", "softmax", [x], f32(softmax(x.astype(np.float64), 1)), {"axis": 1},
+           meta=tol_k(16))
+
+    # Pools: planes split across threads.
+    x = rand(2, 32, 32, 32)
+    one_op("threads_max_pool2d", "max_pool2d", [x], f32(pool_ref(x, [2, 2], [2, 2], [0] * 4, "max")),
+           {"kernel": [2, 2]})
+    x = rand(1, 32, 30, 30)
+    one_op("threads_avg_pool2d", "avg_pool2d", [x], f32(pool_ref(x, [3, 3], [1, 1], [1, 1, 1, 1], "avg", False)),
+           {"kernel": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1], "count_include_pad": False}, meta=tol_k(9))
+
+    # Depthwise conv2d with rows too wide for the interleaved-lanes path: planes split across threads.
+    x, w, bias = rand(1, 16, 20, 40), rand(16, 1, 3, 3), rand(16)
+    y = conv_ref(x, w, bias, [1, 1], [1, 1, 1, 1], [1, 1], 16)
+    one_op("threads_depthwise_planes", "conv2d", [x, w, bias], f32(y), {"groups": 16, "pads": [1, 1, 1, 1]},
+           meta=tol_k(9), consts=(1, 2))
+
+    # Products of two activations (no packed weights): split by rows, by column panels, by batch.
+    for name, (sa, sb) in {"rows": ((40, 96), (96, 80)), "panels": ((8, 512), (512, 64)),
+                           "batches": ((8, 32, 32), (8, 32, 32))}.items():
+        a, b = rand(*sa), rand(*sb)
+        one_op("threads_matmul_" + name, "matmul", [a, b], f32(np.matmul(a.astype(np.float64), b)),
+               meta=tol_k(sa[-1]))
+
+
 # ---- data movement, gather, cast ----
 def movement_cases():
     x = randn(2, 3, 4)
@@ -460,6 +523,7 @@ def main():
     softmax_chunked_cases()
     pool_cases()
     reduce_cases()
+    threaded_cases()
     movement_cases()
     graph_cases()
 
