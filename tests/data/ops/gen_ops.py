@@ -280,6 +280,24 @@ def conv_blocked_cases():
         c.write()
 
 
+def depthwise_row_cases():
+    """Depthwise convolutions whose rows are long enough to run through registers 16 outputs at a
+    time (dilated; stride 3 with a wide kernel), and one plane too large for that path's buffer."""
+    r = np.random.default_rng(20264)
+    cases = {
+        "rows_dilated": dict(x=(1, 3, 9, 37), k=(3, 3), attrs={"groups": 3, "dilations": [2, 3], "pads": [2, 3, 1, 2]}),
+        "rows_stride3": dict(x=(1, 2, 7, 100), k=(3, 5), attrs={"groups": 2, "strides": [2, 3], "pads": [1, 2, 1, 2]}),
+        "large_plane": dict(x=(1, 1, 130, 130), k=(3, 3), attrs={"groups": 1, "pads": [1, 1, 1, 1]}),
+    }
+    for name, spec in cases.items():
+        attrs = spec["attrs"]
+        c = spec["x"][1]
+        x, w, bias = f32(r.standard_normal(spec["x"])), f32(r.standard_normal((c, 1) + spec["k"])), f32(r.standard_normal(c))
+        y = conv_ref(x, w, bias, attrs.get("strides", [1, 1]), attrs["pads"], attrs.get("dilations", [1, 1]), c)
+        one_op("conv2d_depthwise_" + name, "conv2d", [x, w, bias], f32(y), attrs, meta=tol_k(spec["k"][0] * spec["k"][1]),
+               consts=(1, 2))
+
+
 def softmax_chunked_cases():
     """softmax along a non-last axis whose inner extent spans several of the kernel's lane chunks."""
     r = np.random.default_rng(20262)
@@ -520,6 +538,7 @@ def main():
     matmul_cases()
     conv_cases()
     conv_blocked_cases()
+    depthwise_row_cases()
     softmax_chunked_cases()
     pool_cases()
     reduce_cases()

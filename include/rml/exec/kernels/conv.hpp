@@ -155,6 +155,94 @@ inline void depthwise_plane(const Conv2dPlan& p, const TapColumns& cols, const f
   }
 }
 
+/// Depthwise convolution of one channel plane through registers, for rows of at least kChunk
+/// outputs: the plane is first copied into a zero-padded buffer whose rows are split by column
+/// phase (column c at phase c % stride_w, index c / stride_w), so that every tap of a run of kChunk
+/// outputs reads kChunk contiguous floats; each run then sums its kh * kw taps in registers and is
+/// stored once. No bounds are checked inside: the padding holds the zeros, and slack after each
+/// phase keeps the last run's reads inside the buffer.
+struct DepthwiseRows {
+  static constexpr std::int64_t kChunk = 16;
+  static constexpr std::int64_t kMaxFloats = 16384;  ///< the padded plane's stack buffer (64 KB)
+  static constexpr std::int64_t kMaxKw = 64;
+  static constexpr std::int64_t kMaxStride = 8;
+  static std::int64_t padded_h(const Conv2dPlan& p) { return (p.oh - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1; }
+  static std::int64_t padded_w(const Conv2dPlan& p) { return (p.ow - 1) * p.stride_w + (p.kw - 1) * p.dilation_w + 1; }
+  /// Floats per phase of a padded row: the columns of that phase, then a run's slack.
+  static std::int64_t phase_len(const Conv2dPlan& p) { return (padded_w(p) + p.stride_w - 1) / p.stride_w + kChunk; }
+  static std::int64_t row_len(const Conv2dPlan& p) { return p.stride_w * phase_len(p); }
+  static std::int64_t floats(const Conv2dPlan& p) { return padded_h(p) * row_len(p); }
+  static bool suits(const Conv2dPlan& p) {
+    return p.ow >= kChunk && p.oh > 0 && p.kw <= kMaxKw && p.stride_w <= kMaxStride && floats(p) <= kMaxFloats;
+  }
+};
+
+/// Runs of output columns [ox, ox + kChunk) of output rows [oy, oy + R) of one plane, from its
+/// padded copy: R independent sums, so consecutive multiply-adds do not wait on each other.
+template <int R>
+void depthwise_rows_block(const Conv2dPlan& p, const float* padded, const std::int64_t* tap_offset, const float* w,
+                          float bias, float* y, std::int64_t oy) {
+  using Run = Eigen::Array<float, DepthwiseRows::kChunk, 1>;
+  constexpr std::int64_t C = DepthwiseRows::kChunk;
+  const std::int64_t row_len = DepthwiseRows::row_len(p), row_step = p.stride_h * row_len;
+  for (std::int64_t ox = 0; ox < p.ow; ox += C) {
+    Run acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = Run::Constant(bias);
+    for (std::int64_t ky = 0; ky < p.kh; ++ky) {
+      const float* row = padded + (oy * p.stride_h + ky * p.dilation_h) * row_len + ox;
+      for (std::int64_t kx = 0; kx < p.kw; ++kx) {
+        const float wv = w[ky * p.kw + kx];
+        const float* src = row + tap_offset[kx];
+        for (int r = 0; r < R; ++r) acc[r] += wv * Eigen::Map<const Run>(src + r * row_step);
+      }
+    }
+    const std::int64_t n = std::min(C, p.ow - ox);
+    for (int r = 0; r < R; ++r) {
+      float* out = y + (oy + r) * p.ow + ox;
+      if (n == C)
+        Eigen::Map<Run>{out} = acc[r];
+      else
+        std::copy_n(acc[r].data(), n, out);
+    }
+  }
+}
+
+/// One plane into `padded`, whose padding (every float the plane does not set) is zero: the caller
+/// zero-fills it once for all the planes it runs.
+inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, float bias, float* y, float* padded) {
+  const std::int64_t hp = DepthwiseRows::padded_h(p), wp = DepthwiseRows::padded_w(p);
+  const std::int64_t lp = DepthwiseRows::phase_len(p), row_len = DepthwiseRows::row_len(p), sw = p.stride_w;
+  // Padded column c is input column c - pad_left; phase ph holds the columns c = ph + i * sw, and
+  // those inside the input are i in [lo, hi) (the same for every row).
+  std::int64_t lo[DepthwiseRows::kMaxStride], hi[DepthwiseRows::kMaxStride];
+  for (std::int64_t ph = 0; ph < sw; ++ph) {
+    const std::int64_t count = ph < wp ? (wp - ph + sw - 1) / sw : 0;
+    lo[ph] = std::min(count, std::max<std::int64_t>(0, ceil_div(p.pad_left - ph, sw)));
+    hi[ph] = std::max(lo[ph], std::min(count, ceil_div(p.pad_left + p.w - ph, sw)));
+  }
+  const std::int64_t r_end = std::min(hp, p.pad_top + p.h);
+  for (std::int64_t r = p.pad_top; r < r_end; ++r) {
+    const float* src = x + (r - p.pad_top) * p.w;  // padded column c is src[c - pad_left]
+    float* dst = padded + r * row_len;
+    if (sw == 1) {  // through Eigen: a loop of vector copies, not a memcpy call per short row
+      const std::int64_t n = hi[0] - lo[0];
+      Eigen::Map<Eigen::ArrayXf>(dst + lo[0], n) = Eigen::Map<const Eigen::ArrayXf>(src + lo[0] - p.pad_left, n);
+    } else {
+      for (std::int64_t ph = 0; ph < sw; ++ph)
+        for (std::int64_t i = lo[ph]; i < hi[ph]; ++i) dst[ph * lp + i] = src[ph + i * sw - p.pad_left];
+    }
+  }
+  // Per kernel column, where its taps start within a padded row (phase, then index).
+  std::int64_t tap_offset[DepthwiseRows::kMaxKw];
+  for (std::int64_t kx = 0; kx < p.kw; ++kx) {
+    const std::int64_t c = kx * p.dilation_w;
+    tap_offset[kx] = c % sw * lp + c / sw;
+  }
+  std::int64_t oy = 0;
+  for (; oy + 4 <= p.oh; oy += 4) depthwise_rows_block<4>(p, padded, tap_offset, w, bias, y, oy);
+  for (; oy < p.oh; ++oy) depthwise_rows_block<1>(p, padded, tap_offset, w, bias, y, oy);
+}
+
 /// Depthwise convolution of up to kLanes channels at once, for planes whose rows are too short to
 /// vectorise along: the channels are interleaved into a zero-padded [hp, wp, kLanes] copy, so every
 /// tap of every output position is one multiply-add over kLanes channels with no bounds to check.
@@ -504,13 +592,19 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       return {};
     }
     const TapColumns cols(p.kw, p.dilation_w, p.pad_left, p.stride_w, p.ow, p.w);
+    const bool rows = DepthwiseRows::suits(p);  // else row by row through memory (planes too large)
     parallel_ranges(args.pool, p.n * p.c, work_grain(plane_out * p.kh * p.kw, 4), [&](std::int64_t b, std::int64_t e) {
       // The fused activations run over a few planes at a time (small planes are a few floats).
       std::int64_t pending = b;
+      alignas(64) float padded[DepthwiseRows::kMaxFloats];            // untouched unless rows
+      if (rows) std::fill_n(padded, DepthwiseRows::floats(p), 0.0f);  // the padding, for every plane
       for (std::int64_t i = b; i < e; ++i) {
         const std::int64_t ch = i % p.c;
-        depthwise_plane(p, cols, x + i * plane_in, w + ch * p.kh * p.kw, epi.bias ? epi.bias[ch] : 0.0f,
-                        y + i * plane_out);
+        const float bias = epi.bias ? epi.bias[ch] : 0.0f;
+        if (rows)
+          depthwise_rows(p, x + i * plane_in, w + ch * p.kh * p.kw, bias, y + i * plane_out, padded);
+        else
+          depthwise_plane(p, cols, x + i * plane_in, w + ch * p.kh * p.kw, bias, y + i * plane_out);
         if ((i + 1 - pending) * plane_out >= 4096 || i + 1 == e) {
           activate(pending, i + 1);
           pending = i + 1;
