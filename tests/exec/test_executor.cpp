@@ -83,7 +83,8 @@ std::vector<float> values(std::int64_t count, unsigned seed) {
   return v;
 }
 
-/// x [64, 64] -> add c0 -> add c1 -> ... (n adds; binary ops are never fused with each other).
+/// x [64, 64] -> add c0 -> add c1 -> ... (n adds of [64] rows: a binary op joins its producer's step
+/// only when its other operand is a constant scalar).
 Graph add_chain(int n) {
   GraphDef g;
   g.values.push_back({"x", f32({64, 64})});

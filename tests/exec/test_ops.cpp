@@ -102,6 +102,17 @@ TEST_CASE("every op matches NumPy (executor, 1 and 2 threads)") {
   }
 }
 
+TEST_CASE("binary ops with a constant scalar fuse into their producer's step") {
+  // The outputs are checked against NumPy above; here, that the fusion happened (and did not where
+  // the scalar would broadcast the value to a larger shape).
+  const std::pair<const char*, std::size_t> cases[] = {
+      {"fused_relu6_conv", 1}, {"fused_scalar_chain", 1}, {"fused_scalar_nan", 1}, {"chain_scalar_broadcasts", 2}};
+  for (const auto& [name, steps] : cases) {
+    INFO("case ", name);
+    CHECK(Executor::create(load_case(name).graph, {1}).value().step_count() == steps);
+  }
+}
+
 TEST_CASE("every single-node case matches NumPy through run_node") {
   int ran = 0;
   for (const auto& name : case_names()) {

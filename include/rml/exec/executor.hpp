@@ -185,12 +185,33 @@ class ProgramBuilder {
     return producer_[v] < static_cast<std::int64_t>(i);
   }
 
-  /// Extends `s` with the unary ops that alone read its output; returns the last node fused.
+  /// Node j as a step of a chain over `v`: a unary op, or an elementwise binary op whose other
+  /// operand is a constant f32 scalar that does not change v's type (`minimum(v, 6)` after relu).
+  [[nodiscard]] std::optional<UnaryStep> chain_step(std::size_t j, ValueId v) const {
+    const OpCode op = compiled_[j].op;
+    if (is_unary(op)) return UnaryStep{op, compiled_[j].as<UnaryPlan>().gelu_tanh};
+    const bool scalar_op = op == OpCode::Add || op == OpCode::Sub || op == OpCode::Mul || op == OpCode::Div ||
+                           op == OpCode::Maximum || op == OpCode::Minimum;
+    const NodeDef& node = g_.nodes[j];
+    if (!scalar_op || node.inputs.size() != 2 || node.inputs[0] == node.inputs[1]) return std::nullopt;
+    const bool left = node.inputs[1] == v;
+    const ValueId c = left ? node.inputs[0] : node.inputs[1];
+    const TensorType& ct = p_->types[c];
+    if (p_->home[c] != ValueHome::constant || ct.dtype != DType::f32 || ct.shape.numel() != 1 ||
+        p_->types[v].dtype != DType::f32 || p_->types[node.outputs[0]] != p_->types[v])
+      return std::nullopt;
+    return UnaryStep{op, false, p_->constants[c].data<float>()[0], left};
+  }
+
+  /// Extends `s` with the chain steps (see chain_step) that alone read its output; returns the last
+  /// node fused.
   std::size_t fuse_unary_chain(Step& s, std::size_t last) {
     for (;;) {
       auto j = sole_reader(s.output, last);
-      if (!j || !is_unary(compiled_[*j].op)) return last;
-      s.chain.push_back(UnaryStep{compiled_[*j].op, compiled_[*j].as<UnaryPlan>().gelu_tanh});
+      if (!j) return last;
+      const auto step = chain_step(*j, s.output);
+      if (!step) return last;
+      s.chain.push_back(*step);
       s.output = g_.nodes[*j].outputs[0];
       absorbed_[*j] = 1;
       ++s.node_count;

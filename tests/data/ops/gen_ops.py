@@ -529,6 +529,59 @@ def graph_cases():
     c.write()
 
 
+def scalar_chain_cases():
+    """Binary ops with a constant scalar operand after another op: the executor fuses them into the
+    producer's chain (relu6 as relu then minimum 6; scalar on either side; NaN rules), and leaves
+    alone one whose scalar would broadcast the value to a larger shape."""
+    r = np.random.default_rng(20265)
+
+    c = Case("fused_relu6_conv", tol_k(36))
+    x = c.input(f32(r.standard_normal((1, 4, 6, 6)) * 3), "x")
+    w, b = f32(r.standard_normal((8, 4, 3, 3))), f32(r.standard_normal(8))
+    y = conv_ref(c.arrays[x], w, b, [1, 1], [1, 1, 1, 1], [1, 1], 1)
+    conv = c.node("conv2d", [x, c.const(w), c.const(b)], f32(y), {"pads": [1, 1, 1, 1]})
+    relu = c.node("relu", [conv], f32(np.maximum(y, 0)))
+    c.output(c.node("minimum", [relu, c.const(f32(6.0))], f32(np.minimum(np.maximum(y, 0), 6))))
+    c.write()
+
+    c = Case("fused_scalar_chain", ELEMENTWISE)
+    xv = f32(r.standard_normal((3, 40)) * 2)
+    xv[0, :3] = [np.nan, np.inf, -np.inf]
+    x = c.input(xv, "x")
+    v = -xv.astype(np.float64)
+    n = c.node("neg", [x], f32(v))
+    v = np.maximum(v, -0.5)
+    n = c.node("maximum", [n, c.const(f32(-0.5))], f32(v))
+    v = 2.0 + v
+    n = c.node("add", [c.const(f32([2.0])), n], f32(v))  # scalar on the left, shape [1]
+    v = 3.0 - v
+    n = c.node("sub", [c.const(f32(3.0)), n], f32(v))
+    v = v / 4.0
+    n = c.node("div", [n, c.const(f32(4.0))], f32(v))
+    v = v * 0.5
+    n = c.node("mul", [n, c.const(f32(0.5))], f32(v))
+    v = np.minimum(v, 0.25)
+    n = c.node("minimum", [c.const(f32(0.25)), n], f32(v))
+    v = v - 1.0
+    n = c.node("sub", [n, c.const(f32(1.0))], f32(v))
+    v = 1.0 / v
+    c.output(c.node("div", [c.const(f32(1.0)), n], f32(v)))
+    c.write()
+
+    c = Case("fused_scalar_nan", ELEMENTWISE)
+    x = c.input(f32(r.standard_normal((2, 17))), "x")
+    relu = c.node("relu", [x], f32(np.maximum(c.arrays[x], 0)))
+    c.output(c.node("maximum", [relu, c.const(f32(np.nan))], f32(np.full((2, 17), np.nan))))
+    c.write()
+
+    c = Case("chain_scalar_broadcasts", ELEMENTWISE)
+    x = c.input(f32(r.standard_normal(4)), "x")
+    e = np.exp(c.arrays[x].astype(np.float64))
+    ex = c.node("exp", [x], f32(e))
+    c.output(c.node("mul", [ex, c.const(f32([[2.0]]))], f32(e[None, :] * 2.0)))  # [4] -> [1, 4]: not fused
+    c.write()
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -545,6 +598,7 @@ def main():
     threaded_cases()
     movement_cases()
     graph_cases()
+    scalar_chain_cases()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ namespace rml::detail {
 struct UnaryStep {
   OpCode op = OpCode::Relu;
   bool gelu_tanh = false;
+  /// For a binary op fused with a constant scalar operand (`minimum(x, 6)`, `x * 0.5`, `1 - x`):
+  /// that operand, and whether it is the left one.
+  float scalar = 0.0f;
+  bool scalar_left = false;
 };
 
 /// Work fused into a producer's output: `out = chain(out + bias)`. For matmul the bias is a row

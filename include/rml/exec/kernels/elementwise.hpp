@@ -28,7 +28,7 @@ auto erf_array(const A& a) {
   return (a.abs() < 0.5f).select(series, (1.0f - poly * (-x2).exp()) * a.sign());
 }
 
-/// y = op(x) over n floats; y may equal x. Vectorised through Eigen.
+/// y = op(x) over n floats (for a binary step, op(x, scalar)); y may equal x. Vectorised through Eigen.
 inline void unary_apply(UnaryStep s, const float* x, float* y, std::int64_t n) {
   ConstArrayMap a(x, n);
   ArrayMap b(y, n);
@@ -53,6 +53,32 @@ inline void unary_apply(UnaryStep s, const float* x, float* y, std::int64_t n) {
       } else {
         b = 0.5f * a * (1.0f + erf_array(a * kSqrtHalf));
       }
+      return;
+    // A binary op with a constant scalar operand c, fused by the executor: the binary kernels'
+    // arithmetic and NaN rules exactly.
+    case OpCode::Add:
+      b = a + s.scalar;
+      return;
+    case OpCode::Mul:
+      b = a * s.scalar;
+      return;
+    case OpCode::Sub:
+      if (s.scalar_left)
+        b = s.scalar - a;
+      else
+        b = a - s.scalar;
+      return;
+    case OpCode::Div:
+      if (s.scalar_left)
+        b = s.scalar / a;
+      else
+        b = a / s.scalar;
+      return;
+    case OpCode::Maximum:
+      b = a.unaryExpr([c = s.scalar](float v) { return std::isnan(v) || std::isnan(c) ? v + c : std::max(v, c); });
+      return;
+    case OpCode::Minimum:
+      b = a.unaryExpr([c = s.scalar](float v) { return std::isnan(v) || std::isnan(c) ? v + c : std::min(v, c); });
       return;
     default: return;  // not unary: compile_op never plans it here
   }
