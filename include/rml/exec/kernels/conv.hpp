@@ -155,6 +155,14 @@ inline void depthwise_plane(const Conv2dPlan& p, const TapColumns& cols, const f
   }
 }
 
+/// The padded input extent a depthwise convolution's taps read: rows and columns.
+inline std::int64_t padded_extent_h(const Conv2dPlan& p) {
+  return (p.oh - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1;
+}
+inline std::int64_t padded_extent_w(const Conv2dPlan& p) {
+  return (p.ow - 1) * p.stride_w + (p.kw - 1) * p.dilation_w + 1;
+}
+
 /// Depthwise convolution of one channel plane through registers, for rows of at least kChunk
 /// outputs: the plane is first copied into a zero-padded buffer whose rows are split by column
 /// phase (column c at phase c % stride_w, index c / stride_w), so that every tap of a run of kChunk
@@ -166,12 +174,12 @@ struct DepthwiseRows {
   static constexpr std::int64_t kMaxFloats = 16384;  ///< the padded plane's stack buffer (64 KB)
   static constexpr std::int64_t kMaxKw = 64;
   static constexpr std::int64_t kMaxStride = 8;
-  static std::int64_t padded_h(const Conv2dPlan& p) { return (p.oh - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1; }
-  static std::int64_t padded_w(const Conv2dPlan& p) { return (p.ow - 1) * p.stride_w + (p.kw - 1) * p.dilation_w + 1; }
   /// Floats per phase of a padded row: the columns of that phase, then a run's slack.
-  static std::int64_t phase_len(const Conv2dPlan& p) { return (padded_w(p) + p.stride_w - 1) / p.stride_w + kChunk; }
+  static std::int64_t phase_len(const Conv2dPlan& p) {
+    return (padded_extent_w(p) + p.stride_w - 1) / p.stride_w + kChunk;
+  }
   static std::int64_t row_len(const Conv2dPlan& p) { return p.stride_w * phase_len(p); }
-  static std::int64_t floats(const Conv2dPlan& p) { return padded_h(p) * row_len(p); }
+  static std::int64_t floats(const Conv2dPlan& p) { return padded_extent_h(p) * row_len(p); }
   static bool suits(const Conv2dPlan& p) {
     return p.ow >= kChunk && p.oh > 0 && p.kw <= kMaxKw && p.stride_w <= kMaxStride && floats(p) <= kMaxFloats;
   }
@@ -210,7 +218,7 @@ void depthwise_rows_block(const Conv2dPlan& p, const float* padded, const std::i
 /// One plane into `padded`, whose padding (every float the plane does not set) is zero: the caller
 /// zero-fills it once for all the planes it runs.
 inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, float bias, float* y, float* padded) {
-  const std::int64_t hp = DepthwiseRows::padded_h(p), wp = DepthwiseRows::padded_w(p);
+  const std::int64_t hp = padded_extent_h(p), wp = padded_extent_w(p);
   const std::int64_t lp = DepthwiseRows::phase_len(p), row_len = DepthwiseRows::row_len(p), sw = p.stride_w;
   // Padded column c is input column c - pad_left; phase ph holds the columns c = ph + i * sw, and
   // those inside the input are i in [lo, hi) (the same for every row).
@@ -249,12 +257,9 @@ inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, 
 struct DepthwiseLanes {
   static constexpr std::int64_t kLanes = 16;
   static constexpr std::int64_t kMaxPadded = 1536;  ///< padded positions the stack buffer holds
-  /// The padded extent the taps read.
-  static std::int64_t padded_h(const Conv2dPlan& p) { return (p.oh - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1; }
-  static std::int64_t padded_w(const Conv2dPlan& p) { return (p.ow - 1) * p.stride_w + (p.kw - 1) * p.dilation_w + 1; }
   /// Whether plan p runs interleaved: short output rows, a padded plane that fits, a small kernel.
   static bool suits(const Conv2dPlan& p) {
-    return p.ow < 2 * kLanes && p.oh > 0 && p.ow > 0 && padded_h(p) * padded_w(p) <= kMaxPadded &&
+    return p.ow < 2 * kLanes && p.oh > 0 && p.ow > 0 && padded_extent_h(p) * padded_extent_w(p) <= kMaxPadded &&
            p.kh * p.kw <= 49;
   }
 };
@@ -266,7 +271,7 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
                      float* y) {
   constexpr std::int64_t L = DepthwiseLanes::kLanes;
   const std::int64_t n = Full ? L : lanes;
-  const std::int64_t hp = DepthwiseLanes::padded_h(p), wp = DepthwiseLanes::padded_w(p), taps = p.kh * p.kw;
+  const std::int64_t hp = padded_extent_h(p), wp = padded_extent_w(p), taps = p.kh * p.kw;
   const std::int64_t plane_in = p.h * p.w, plane_out = p.oh * p.ow;
   alignas(64) float padded[DepthwiseLanes::kMaxPadded * L];
   alignas(64) float wt[49 * L] = {};
