@@ -28,6 +28,10 @@ auto erf_array(const A& a) {
   return (a.abs() < 0.5f).select(series, (1.0f - poly * (-x2).exp()) * a.sign());
 }
 
+/// maximum and minimum as rml defines them: NaN if either operand is NaN.
+inline float nan_max(float x, float y) noexcept { return std::isnan(x) || std::isnan(y) ? x + y : std::max(x, y); }
+inline float nan_min(float x, float y) noexcept { return std::isnan(x) || std::isnan(y) ? x + y : std::min(x, y); }
+
 /// y = op(x) over n floats (for a binary step, op(x, scalar)); y may equal x. Vectorised through Eigen.
 inline void unary_apply(UnaryStep s, const float* x, float* y, std::int64_t n) {
   ConstArrayMap a(x, n);
@@ -54,7 +58,7 @@ inline void unary_apply(UnaryStep s, const float* x, float* y, std::int64_t n) {
         b = 0.5f * a * (1.0f + erf_array(a * kSqrtHalf));
       }
       return;
-    // A binary op with a constant scalar operand c, fused by the executor: the binary kernels'
+    // A binary op with a constant scalar operand, fused by the executor: the binary kernels'
     // arithmetic and NaN rules exactly.
     case OpCode::Add:
       b = a + s.scalar;
@@ -75,10 +79,10 @@ inline void unary_apply(UnaryStep s, const float* x, float* y, std::int64_t n) {
         b = a / s.scalar;
       return;
     case OpCode::Maximum:
-      b = a.unaryExpr([c = s.scalar](float v) { return std::isnan(v) || std::isnan(c) ? v + c : std::max(v, c); });
+      b = a.unaryExpr([c = s.scalar](float v) { return nan_max(v, c); });
       return;
     case OpCode::Minimum:
-      b = a.unaryExpr([c = s.scalar](float v) { return std::isnan(v) || std::isnan(c) ? v + c : std::min(v, c); });
+      b = a.unaryExpr([c = s.scalar](float v) { return nan_min(v, c); });
       return;
     default: return;  // not unary: compile_op never plans it here
   }
@@ -121,12 +125,10 @@ struct BinaryOp {
     else if constexpr (Op == OpCode::Mul) return a * b;
     else if constexpr (Op == OpCode::Div) return a / b;
     else if constexpr (Op == OpCode::Pow) return a.binaryExpr(b, [](float x, float y) { return std::pow(x, y); });
-    else if constexpr (Op == OpCode::Maximum) return a.binaryExpr(b, [](float x, float y) {
-      return std::isnan(x) || std::isnan(y) ? x + y : std::max(x, y);
-    });
-    else if constexpr (Op == OpCode::Minimum) return a.binaryExpr(b, [](float x, float y) {
-      return std::isnan(x) || std::isnan(y) ? x + y : std::min(x, y);
-    });
+    else if constexpr (Op == OpCode::Maximum)
+      return a.binaryExpr(b, [](float x, float y) { return nan_max(x, y); });
+    else if constexpr (Op == OpCode::Minimum)
+      return a.binaryExpr(b, [](float x, float y) { return nan_min(x, y); });
     else if constexpr (Op == OpCode::Equal) return (a == b).template cast<float>();
     else if constexpr (Op == OpCode::Less) return (a < b).template cast<float>();
     else if constexpr (Op == OpCode::Greater) return (a > b).template cast<float>();
