@@ -1,4 +1,6 @@
-// MessagePack serialization throughput (nodes/s) on chain graphs of 10 to 100 000 operators,
+// MessagePack serialization throughput (nodes/s) on chain graphs of 10 to 100 000 operators:
+// rml's layer on msgpack-cxx beside the hand-written layer it replaced (benchmarks/baseline_serial/,
+// kept only for this measurement; baseline_write, baseline_read), measured in the same run;
 // beside rml's own rml-graph JSON writer and reader measured in the same run, and beside the
 // figures the reference serialization guide quotes (≈2 M nodes/s serialize, ≈1.25 M deserialize);
 // beside msgpack-cxx on the same bytes; and beside two floors of the IR itself (a GraphDef copy, a
@@ -25,6 +27,7 @@
 #include <rml/serial/serialize.hpp>
 
 #include "../tests/serial/test_serial_types.hpp"  // chain_graph: the graphs the tests use
+#include "baseline_serial/serialize.hpp"          // the hand-written layer before msgpack-cxx
 
 namespace {
 
@@ -58,6 +61,29 @@ void msgpack_read(benchmark::State& state) {
   const auto bytes = rml::serialize(graph_of(static_cast<int>(state.range(0))));
   for (auto _ : state) {
     auto g = rml::deserialize<rml::Graph>(bytes);
+    if (!g.ok()) state.SkipWithError(g.error().message().c_str());
+    benchmark::DoNotOptimize(g);
+  }
+  set_rate(state);
+}
+
+// The same with the hand-written layer rml had before it wrote and read through msgpack-cxx.
+void baseline_write(benchmark::State& state) {
+  const rml::Graph& g = graph_of(static_cast<int>(state.range(0)));
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    auto out = rml::baseline_serial::serialize(g);
+    bytes = out.size();
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["bytes"] = static_cast<double>(bytes);
+  set_rate(state);
+}
+
+void baseline_read(benchmark::State& state) {
+  const auto bytes = rml::serialize(graph_of(static_cast<int>(state.range(0))));
+  for (auto _ : state) {
+    auto g = rml::baseline_serial::deserialize<rml::Graph>(bytes);
     if (!g.ok()) state.SkipWithError(g.error().message().c_str());
     benchmark::DoNotOptimize(g);
   }
@@ -194,8 +220,10 @@ void sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(msgpack_write)->Apply(sizes);
+BENCHMARK(baseline_write)->Apply(sizes);
 BENCHMARK(msgpack_write_reused)->Apply(sizes);
 BENCHMARK(msgpack_read)->Apply(sizes);
+BENCHMARK(baseline_read)->Apply(sizes);
 BENCHMARK(msgpack_read_kept_heap)->Apply(sizes);
 BENCHMARK(graphdef_copy)->Apply(sizes);
 BENCHMARK(graphdef_walk)->Apply(sizes);
@@ -248,6 +276,16 @@ void print_summary(const Collector& c) {
                 jw > 0 ? w / jw : 0.0, w / reference_serialize, r / 1e6, jr > 0 ? r / jr : 0.0,
                 r / reference_deserialize, lookup(c.bytes, "msgpack_write", n) / n,
                 lookup(c.bytes, "json_write", n) / n);
+  }
+  std::printf("\nOn msgpack-cxx vs the hand-written layer it replaced (same run; >= 0.90x is the bar)\n");
+  std::printf("%8s | %14s %14s %8s | %14s %14s %8s | %14s\n", "nodes", "write nodes/s", "baseline", "ratio",
+              "read nodes/s", "baseline", "ratio", "cxx unpack");
+  for (int n : {10, 100, 1000, 100000}) {
+    const double w = rate("msgpack_write", n), bw = rate("baseline_write", n);
+    const double r = rate("msgpack_read", n), br = rate("baseline_read", n), u = rate("msgpack_cxx_unpack", n);
+    if (bw == 0 && br == 0) continue;
+    std::printf("%8d | %12.2f M %12.2f M %7.2fx | %12.2f M %12.2f M %7.2fx | %12.2f M\n", n, w / 1e6, bw / 1e6,
+                bw > 0 ? w / bw : 0.0, r / 1e6, br / 1e6, br > 0 ? r / br : 0.0, u / 1e6);
   }
   std::printf("\nThe same, without per-iteration memory effects (see msgpack_write_reused, msgpack_read_kept_heap)\n");
   std::printf("%8s | %22s %9s | %22s %9s\n", "nodes", "write, reused buffer", "x guide", "read, heap kept", "x guide");

@@ -1,5 +1,6 @@
-// The MessagePack reader: a bounds-checked cursor that decodes any reflected value over its
-// field descriptors, restores shared objects and tensor storage, and names the path of any fault.
+// The MessagePack reader: pulls the tokens that msgpack-cxx's parser reports (rml/serial/detail/wire.hpp)
+// and builds any reflected value over its field descriptors, restores shared objects and tensor
+// storage, and names the path and byte offset of any fault.
 //
 // Byte layout of an rml-msgpack document, version 2.0 (MessagePack; see docs/serialization.md):
 //
@@ -37,8 +38,10 @@
 //               are stored once and share one storage again after reading)
 //
 // Limits enforced while reading: every length is checked against the bytes that remain before
-// anything is allocated; nesting deeper than serial_max_depth (256) is refused; a `ref` must name
-// an object defined earlier; ids must come in sequence; a tensor's bytes must equal dtype x shape.
+// anything is allocated; nesting deeper than serial_max_depth (256) is refused (and never written);
+// what the document builds in memory is charged against a budget proportional to its size
+// (serial_memory_per_byte); a `ref` must name an object defined earlier; ids must come in sequence;
+// a tensor's bytes must equal dtype x shape.
 #pragma once
 
 #include <bit>
@@ -46,9 +49,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <map>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,6 +70,7 @@
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
 #include "rml/serial/detail/common.hpp"
+#include "rml/serial/detail/wire.hpp"
 
 namespace rml::detail {
 
@@ -70,17 +78,147 @@ namespace rml::detail {
 /// Every read returns false on failure, after which status() says what and where.
 class SerialReader {
  public:
-  explicit SerialReader(std::span<const std::uint8_t> bytes) noexcept
-      : begin_(bytes.data()), p_(bytes.data()), end_(bytes.data() + bytes.size()) {}
+  /// A heap block's bookkeeping, as the memory budget counts it for each allocation.
+  static constexpr std::size_t heap_block = 32;
 
-  /// Reads the envelope and its root into `out`, which must hold T's defaults.
+  explicit SerialReader(std::span<const std::uint8_t> bytes)
+      : ts_(bytes.data(), bytes.size()),
+        budget_(bytes.size() > (std::numeric_limits<std::size_t>::max() - serial_memory_base) / serial_memory_per_byte
+                    ? std::numeric_limits<std::size_t>::max()
+                    : serial_memory_per_byte * bytes.size() + serial_memory_base) {}
+
+  /// Reads the envelope and its root into `out`, which must hold T's defaults. Never throws
+  /// (whatever msgpack-cxx or an allocation throws becomes a status).
   template <typename T>
-  bool read_document(T& out, std::string_view expected_type) {
+  bool read_document(T& out, std::string_view expected_type) noexcept {
+    try {
+      return read_envelope(out, expected_type);
+    } catch (const std::bad_alloc&) {
+      return fail(Code::data_loss, "out of memory");
+    } catch (const std::exception& e) {
+      return fail(Code::data_loss, std::string("malformed MessagePack (") + e.what() + ")");
+    }
+  }
+
+  /// The failure: `<path>: <what> (at byte N)`, or OK.
+  [[nodiscard]] Status status() const {
+    if (code_ == Code::ok) return {};
+    std::string path;
+    for (auto it = path_.rbegin(); it != path_.rend(); ++it) path += *it;
+    if (!path.empty() && path[0] == '.') path.erase(0, 1);
+    if (path.empty()) path = "<root>";
+    const std::size_t offset = fail_offset_known_ ? fail_offset_ : ts_.offset_of(fail_index_);
+    return {code_,
+            std::string(serial_format_name) + ": " + path + ": " + what_ + " (at byte " + std::to_string(offset) + ")"};
+  }
+
+  /// The bytes charged against the memory budget so far.
+  std::size_t memory_charged() const noexcept { return charged_; }
+  /// The budget: serial_memory_per_byte x the document's size + serial_memory_base.
+  std::size_t memory_budget() const noexcept { return budget_; }
+
+  // ---- values, by category ----
+
+  template <typename T>
+  [[gnu::always_inline]] bool read(T& out) {
+    if constexpr (std::is_same_v<T, bool>) {
+      const Token& t = ts_.peek();
+      if (t.kind == Token::boolean) {
+        out = t.v != 0;
+        ts_.advance();
+        return true;
+      }
+      return wrong_type("a bool");
+    } else if constexpr (std::is_enum_v<T>) {
+      using Raw = std::underlying_type_t<T>;
+      const std::uint64_t start = ts_.index();
+      Raw raw{};
+      if (!read(raw)) return false;
+      if constexpr (requires { T::count_; }) {
+        if (raw < static_cast<Raw>(0) || raw >= static_cast<Raw>(T::count_)) [[unlikely]]
+          return fail_at(start, Code::data_loss, "enum value " + std::to_string(raw) + " is out of range");
+      }
+      out = static_cast<T>(raw);
+      return true;
+    } else if constexpr (std::is_integral_v<T>) {
+      const Token& t = ts_.peek();
+      if (t.kind == Token::uint && t.v <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())) [[likely]] {
+        out = static_cast<T>(t.v);
+        ts_.advance();
+        return true;
+      }
+      return read_integral(out);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return read_floating(out);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      std::string_view s;
+      if (!read_str(s)) return false;
+      if (s.size() > 15 && !charge(s.size() + 1 + heap_block)) return false;
+      out.clear();
+      out.append(s.data(), s.size());  // simpler than assign's general replace
+      return true;
+    } else if constexpr (std::is_same_v<T, Tensor>) {
+      return read_tensor(out);
+    } else if constexpr (Reflected<T>) {
+      return read_struct(out);  // a fresh T: struct fields that may not be are reset by read_field
+    } else if constexpr (is_vector<T>::value) {
+      return read_vector(out);
+    } else if constexpr (is_optional<T>::value) {
+      if (ts_.peek().kind == Token::nil) {
+        ts_.advance();
+        out.reset();
+        return true;
+      }
+      if constexpr (Reflected<typename T::value_type>)
+        return read_struct(out.emplace());  // already fresh
+      else
+        return read(out.emplace());
+    } else if constexpr (is_map<T>::value) {
+      return read_map(out);
+    } else if constexpr (is_shared_ptr<T>::value) {
+      return read_shared(out);
+    } else if constexpr (is_variant<T>::value) {
+      return read_variant(out);
+    } else {
+      static_assert(sizeof(T) == 0, "rml: deserialize: this field type cannot be read; reflect it with fields()");
+    }
+  }
+
+  /// A reflected struct into a default-constructed `obj` (fields the document leaves out keep their
+  /// values): a positional array (version 2) or a map of field names (version 1), decided by the
+  /// item's type (see the layout above).
+  template <Reflected T>
+  [[gnu::always_inline]] bool read_struct(T& obj) {
+    const Token& t = ts_.peek();
+    if (t.kind == Token::array) [[likely]] {
+      std::uint32_t n = 0;
+      if (!read_array_header(n)) return false;
+      return read_positional(obj, n, std::make_index_sequence<field_count_v<T>>{});
+    }
+    if (t.kind == Token::map) return read_keyed(obj, std::make_index_sequence<field_count_v<T>>{});
+    return wrong_type("a struct (array or map)");
+  }
+
+ private:
+  struct SharedObject {
+    std::shared_ptr<void> object;
+    const std::type_info* type;
+    std::string_view name;
+    std::size_t size;  // bytes, for tensor storage
+  };
+  struct SharedHeader {
+    bool is_ref = false;
+    std::uint32_t id = 0;
+    std::string_view type;
+  };
+
+  template <typename T>
+  bool read_envelope(T& out, std::string_view expected_type) {
     std::uint32_t n = 0;
     std::string_view key;
     std::string_view format;
-    if (!at_kind(0x80) || !read_map_header(n) || n < 2 || !read_str(key) || key != key_format || !read_str(format) ||
-        format != serial_format_name)
+    if (ts_.peek().kind != Token::map || !read_map_header(n) || n < 2 || !read_str(key) || key != key_format ||
+        !read_str(format) || format != serial_format_name)
       return fail_document();
     std::uint32_t version[2] = {0, 0};
     std::uint32_t version_len = 0;
@@ -112,106 +250,11 @@ class SerialReader {
       }
     }
     if (!have_root) return fail(Code::data_loss, "the envelope has no \"root\"");
-    if (p_ != end_) return fail(Code::data_loss, std::to_string(end_ - p_) + " bytes follow the document");
+    if (const Token& t = ts_.peek(); t.kind != Token::end || t.n != 0)
+      return fail(Code::data_loss,
+                  std::to_string(ts_.size() - ts_.offset_of(ts_.index())) + " bytes follow the document");
     return true;
   }
-
-  /// The failure: `<path>: <what> (at byte N)`, or OK.
-  [[nodiscard]] Status status() const {
-    if (code_ == Code::ok) return {};
-    std::string path;
-    for (auto it = path_.rbegin(); it != path_.rend(); ++it) path += *it;
-    if (!path.empty() && path[0] == '.') path.erase(0, 1);
-    if (path.empty()) path = "<root>";
-    return {code_, std::string(serial_format_name) + ": " + path + ": " + what_ + " (at byte " +
-                       std::to_string(fail_offset_) + ")"};
-  }
-
-  // ---- values, by category ----
-
-  template <typename T>
-  [[gnu::always_inline]] bool read(T& out) {
-    if constexpr (std::is_same_v<T, bool>) {
-      if (p_ < end_ && (*p_ == 0xc2 || *p_ == 0xc3)) {
-        out = *p_++ == 0xc3;
-        return true;
-      }
-      return wrong_type("a bool");
-    } else if constexpr (std::is_enum_v<T>) {
-      using Raw = std::underlying_type_t<T>;
-      const std::uint8_t* start = p_;
-      Raw raw{};
-      if (!read(raw)) return false;
-      if constexpr (requires { T::count_; }) {
-        if (raw < static_cast<Raw>(0) || raw >= static_cast<Raw>(T::count_)) [[unlikely]]
-          return fail_at(start, Code::data_loss, "enum value " + std::to_string(raw) + " is out of range");
-      }
-      out = static_cast<T>(raw);
-      return true;
-    } else if constexpr (std::is_integral_v<T>) {
-      const std::uint8_t* p = p_;
-      if (decode_small(p, end_, out)) [[likely]] {
-        p_ = p;
-        return true;
-      }
-      return read_integral(out);
-    } else if constexpr (std::is_floating_point_v<T>) {
-      return read_floating(out);
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      std::string_view s;
-      if (!read_str(s)) return false;
-      out.clear();
-      out.append(s.data(), s.size());  // simpler than assign's general replace
-      return true;
-    } else if constexpr (std::is_same_v<T, Tensor>) {
-      return read_tensor(out);
-    } else if constexpr (Reflected<T>) {
-      return read_struct(out);  // a fresh T: struct fields that may not be are reset by read_field
-    } else if constexpr (is_vector<T>::value) {
-      return read_vector(out);
-    } else if constexpr (is_optional<T>::value) {
-      if (p_ < end_ && *p_ == 0xc0) {
-        ++p_;
-        out.reset();
-        return true;
-      }
-      if constexpr (Reflected<typename T::value_type>)
-        return read_struct(out.emplace());  // already fresh
-      else
-        return read(out.emplace());
-    } else if constexpr (is_map<T>::value) {
-      return read_map(out);
-    } else if constexpr (is_shared_ptr<T>::value) {
-      return read_shared(out);
-    } else if constexpr (is_variant<T>::value) {
-      return read_variant(out);
-    } else {
-      static_assert(sizeof(T) == 0, "rml: deserialize: this field type cannot be read; reflect it with fields()");
-    }
-  }
-
-  /// A reflected struct into a default-constructed `obj` (fields the document leaves out keep their
-  /// values): a positional array (version 2) or a map of field names (version 1), decided by the
-  /// header byte (see the layout above).
-  template <Reflected T>
-  [[gnu::always_inline]] bool read_struct(T& obj) {
-    if (p_ < end_ && (*p_ & 0xf0) == 0x90) [[likely]]
-      return read_positional(obj, *p_++ & 0x0fu, std::make_index_sequence<field_count_v<T>>{});
-    return read_struct_other(obj);
-  }
-
- private:
-  struct SharedObject {
-    std::shared_ptr<void> object;
-    const std::type_info* type;
-    std::string_view name;
-    std::size_t size;  // bytes, for tensor storage
-  };
-  struct SharedHeader {
-    bool is_ref = false;
-    std::uint32_t id = 0;
-    std::string_view type;
-  };
 
   // Field I of a default-constructed T, read once. A nested struct is written trimmed against its own
   // type's defaults, so it is read into a default-constructed one: the field is reset first when T's
@@ -247,47 +290,35 @@ class SerialReader {
     return leave();
   }
 
-  // A struct that is not a fixarray: a longer array, a version-1 map, or a wrong type.
-  template <Reflected T>
-  [[gnu::noinline]] bool read_struct_other(T& obj) {
-    std::uint32_t n = 0;
-    if (at_kind(0x90)) {
-      if (!read_array_header(n)) return false;
-      return read_positional(obj, n, std::make_index_sequence<field_count_v<T>>{});
-    }
-    if (!at_kind(0x80, "a struct (array or map)")) return false;
-    return read_keyed(obj, std::make_index_sequence<field_count_v<T>>{});
-  }
-
-  // True when the next bytes are field I's key, exactly as the version-1 writer encoded it.
-  template <typename T, std::size_t I>
-  bool at_key() const noexcept {
-    constexpr const auto& key = EncodedKey<T, I>::bytes;
-    return static_cast<std::size_t>(end_ - p_) >= key.size() && std::memcmp(p_, key.data(), key.size()) == 0;
+  // True when token `t` is the string `s`.
+  bool is_str(const Token& t, std::string_view s) const noexcept {
+    return t.kind == Token::str && t.n == s.size() &&
+           (s.empty() || std::memcmp(ts_.data() + t.v, s.data(), s.size()) == 0);
   }
 
   // A version-1 struct: a map from field name to value. Keys in declaration order (what the
-  // version-1 writer wrote) are matched against precomputed bytes; anything else (unknown keys,
-  // another order) goes through the general loop.
+  // version-1 writer wrote) are matched in turn; anything else (unknown keys, another order) goes
+  // through the general loop.
   template <Reflected T, std::size_t... I>
   bool read_keyed(T& obj, std::index_sequence<I...>) {
+    static constexpr auto fields = T::fields();
     constexpr std::size_t count = sizeof...(I);
     std::uint32_t n = 0;
     if (!read_map_header(n) || !enter()) return false;
     std::bitset<count> seen;
     std::uint32_t done = 0;
-    // Fast path: the keys the writer writes, in declaration order, each matched as raw bytes.
-    const bool ok = ((done == n || !at_key<T, I>() ||
-                      (p_ += EncodedKey<T, I>::bytes.size(), seen.set(I), ++done,
-                       read_field<T, I>(obj) || in_field(EncodedKey<T, I>::name))) &&
-                     ...);
+    // Fast path: the keys the writer writes, in declaration order.
+    const bool ok =
+        ((done == n || !is_str(ts_.peek(), std::get<I>(fields).name) ||
+          (ts_.advance(), seen.set(I), ++done, read_field<T, I>(obj) || in_field(std::get<I>(fields).name))) &&
+         ...);
     if (!ok) return false;
     for (; done < n; ++done) {  // the rest: unknown keys, or keys in another order
-      const std::uint8_t* start = p_;
+      const std::uint64_t start = ts_.index();
       std::string_view key;
       if (!read_str(key)) return false;
       std::size_t index = count;
-      (void)((EncodedKey<T, I>::name == key && (index = I, true)) || ...);
+      (void)((std::get<I>(fields).name == key && (index = I, true)) || ...);
       if (index == count) {  // a field this reader does not know: written by a newer writer
         if (!skip()) return in_field(key);
         continue;
@@ -301,15 +332,22 @@ class SerialReader {
 
   // ---- failure and path ----
 
-  [[gnu::cold]] bool fail(Code code, std::string what) { return fail_at(p_, code, std::move(what)); }
-  // A failure about the value that begins at `start` (the first failure wins).
-  [[gnu::cold]] bool fail_at(const std::uint8_t* start, Code code, std::string what) {
+  [[gnu::cold]] bool fail(Code code, std::string what) { return fail_at(ts_.index(), code, std::move(what)); }
+  // A failure about the item that is token `start` (the first failure wins).
+  [[gnu::cold]] bool fail_at(std::uint64_t start, Code code, std::string what) {
     if (code_ == Code::ok) {
       code_ = code;
       what_ = std::move(what);
-      fail_offset_ = static_cast<std::size_t>(start - begin_);
+      fail_index_ = start;
     }
     return false;
+  }
+  [[gnu::cold]] bool fail_at_offset(std::size_t offset, Code code, std::string what) {
+    if (code_ == Code::ok) {
+      fail_offset_known_ = true;
+      fail_offset_ = offset;
+    }
+    return fail_at(0, code, std::move(what));
   }
   [[gnu::cold]] bool fail_document() {
     return fail(Code::invalid_argument,
@@ -340,229 +378,161 @@ class SerialReader {
     return true;
   }
 
-  static const char* kind_name(std::uint8_t b) {
-    if (b <= 0x7f || b >= 0xe0 || (b >= 0xcc && b <= 0xd3)) return "an integer";
-    if (b <= 0x8f || b == 0xde || b == 0xdf) return "a map";
-    if (b <= 0x9f || b == 0xdc || b == 0xdd) return "an array";
-    if (b <= 0xbf || (b >= 0xd9 && b <= 0xdb)) return "a string";
-    switch (b) {
-      case 0xc0:
+  // Charges `bytes` of memory the document makes the reader build against the budget.
+  [[gnu::always_inline]] bool charge(std::size_t bytes) {
+    if (bytes <= budget_ - charged_) [[likely]] {
+      charged_ += bytes;
+      return true;
+    }
+    return over_budget(bytes);
+  }
+  [[gnu::cold, gnu::noinline]] bool over_budget(std::size_t bytes) {
+    return fail(Code::data_loss, "the document would take more than " + std::to_string(budget_) + " bytes in memory (" +
+                                     std::to_string(charged_) + " so far, " + std::to_string(bytes) +
+                                     " more); the limit is " + std::to_string(serial_memory_per_byte) + " x its " +
+                                     std::to_string(ts_.size()) + " bytes + " + std::to_string(serial_memory_base));
+  }
+
+  static const char* kind_name(const Token& t) {
+    switch (t.kind) {
+      case Token::nil:
         return "nil";
-      case 0xc2:
-      case 0xc3:
+      case Token::boolean:
         return "a bool";
-      case 0xc4:
-      case 0xc5:
-      case 0xc6:
-        return "binary data";
-      case 0xca:
-      case 0xcb:
+      case Token::uint:
+      case Token::nint:
+        return "an integer";
+      case Token::f32:
+      case Token::f64:
         return "a float";
-      case 0xc1:
-        return "the invalid byte 0xc1";
-      default:
+      case Token::str:
+        return "a string";
+      case Token::bin:
+        return "binary data";
+      case Token::ext:
         return "an extension value";
+      case Token::array:
+        return "an array";
+      case Token::map:
+        return "a map";
+      default:
+        return "malformed data";
     }
   }
+  // The next item is not `expected`: another type, the input's end, or malformed bytes.
   [[gnu::cold, gnu::noinline]] bool wrong_type(const char* expected) {
-    if (p_ == end_) return fail(Code::data_loss, std::string("truncated: expected ") + expected);
-    return fail(Code::data_loss, std::string("expected ") + expected + ", found " + kind_name(*p_));
-  }
-  // True when the next byte starts a value of the family `family` (0x80 map, 0x90 array).
-  bool at_kind(std::uint8_t family, const char* what = nullptr) {
-    if (p_ < end_) {
-      const std::uint8_t b = *p_;
-      if (family == 0x80 && ((b & 0xf0) == 0x80 || b == 0xde || b == 0xdf)) return true;
-      if (family == 0x90 && ((b & 0xf0) == 0x90 || b == 0xdc || b == 0xdd)) return true;
+    const Token& t = ts_.peek();
+    if (t.kind == Token::invalid) {
+      if (t.n == 1)
+        return fail_at_offset(t.v, Code::data_loss, "malformed MessagePack (msgpack-cxx: " + ts_.exception() + ")");
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(ts_.data()[t.v])));
+      return fail_at_offset(t.v, Code::data_loss, std::string("the invalid byte ") + byte);
     }
-    if (what == nullptr) return false;
-    return wrong_type(what);
+    if (t.kind == Token::end) return truncated(expected);
+    return fail(Code::data_loss, std::string("expected ") + expected + ", found " + kind_name(t));
   }
-
-  // ---- MessagePack primitives ----
-
-  bool need(std::size_t n) {
-    if (static_cast<std::size_t>(end_ - p_) >= n) [[likely]]
-      return true;
-    return truncated(n);
-  }
-  [[gnu::cold, gnu::noinline]] bool truncated(std::size_t n) {
-    return fail(Code::data_loss,
-                "truncated: " + std::to_string(n) + " bytes needed, " + std::to_string(end_ - p_) + " remain");
-  }
-  // A big-endian unsigned value of 1, 2, 4 or 8 bytes; the caller has checked need(width).
-  std::uint64_t load_be_width(std::size_t width) {
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < width; ++i) v = (v << 8) | p_[i];
-    p_ += width;
-    return v;
-  }
-  bool read_sized(std::uint32_t& n, int width) {
-    if (!need(static_cast<std::size_t>(width))) return false;
-    n = static_cast<std::uint32_t>(load_be_width(static_cast<std::size_t>(width)));
-    return true;
-  }
-  // Checks that `count` items of at least `min_bytes` each fit in what remains after the header
-  // of the value that began at `start`.
-  bool fits(std::uint64_t count, std::uint64_t min_bytes, const char* what, const std::uint8_t* start) {
-    const auto remain = static_cast<std::uint64_t>(end_ - p_);
-    if (count * min_bytes <= remain) [[likely]]  // count < 2^32, min_bytes <= 2: no overflow
-      return true;
-    return too_long(count, what, start);
-  }
-  [[gnu::cold, gnu::noinline]] bool too_long(std::uint64_t count, const char* what, const std::uint8_t* start) {
-    const auto remain = static_cast<std::uint64_t>(end_ - p_);
-    return fail_at(start, Code::data_loss,
-                   std::string(what) + " of " + std::to_string(count) + " claims more than the " +
-                       std::to_string(remain) + " bytes that remain");
-  }
-
-  [[gnu::always_inline]] bool read_map_header(std::uint32_t& n) {
-    if (p_ < end_ && (*p_ & 0xf0) == 0x80) [[likely]] {  // at most 15 pairs: checked as they are read
-      n = *p_++ & 0x0fu;
-      return true;
-    }
-    return read_header(n, 0x80, 0xde, 2, "a map");
-  }
-  [[gnu::always_inline]] bool read_array_header(std::uint32_t& n) {
-    if (p_ < end_ && (*p_ & 0xf0) == 0x90) [[likely]] {  // at most 15 items: checked as they are read
-      n = *p_++ & 0x0fu;
-      return true;
-    }
-    return read_header(n, 0x90, 0xdc, 1, "an array");
-  }
-  // A container header: fix family `fix` (count in the low 4 bits), `op16`, or `op16 + 1` (32-bit
-  // count); then checks that `n` items of at least `item_bytes` each fit in what remains.
-  [[gnu::noinline]] bool read_header(std::uint32_t& n, std::uint8_t fix, std::uint8_t op16, std::uint64_t item_bytes,
-                                     const char* what) {
-    const std::uint8_t* start = p_;
-    if (p_ == end_) return wrong_type(what);
-    const std::uint8_t b = *p_;
-    if ((b & 0xf0) == fix) {
-      ++p_;
-      n = b & 0x0f;
-    } else if (b == op16 || b == op16 + 1) {
-      ++p_;
-      if (!read_sized(n, b == op16 ? 2 : 4)) return false;
-    } else {
-      return wrong_type(what);
-    }
-    return fits(n, item_bytes, what, start);
-  }
-  [[gnu::always_inline]] bool read_str(std::string_view& s) {
-    if (p_ < end_ && (*p_ & 0xe0) == 0xa0) [[likely]] {
-      const std::size_t n = *p_ & 0x1fu;
-      if (static_cast<std::size_t>(end_ - p_) > n) [[likely]] {
-        s = {reinterpret_cast<const char*>(p_ + 1), n};
-        p_ += 1 + n;
-        return true;
+  // The input ends before or inside the next item. A string, blob or extension whose header
+  // promises more bytes than remain is named with its length: msgpack-cxx only reports that it needs
+  // more input, so the header is read here, for this message only.
+  [[gnu::cold, gnu::noinline]] bool truncated(const char* expected) {
+    const std::size_t start = ts_.offset_of(ts_.index());
+    const std::size_t size = ts_.size();
+    if (start < size) {
+      const auto* p = reinterpret_cast<const unsigned char*>(ts_.data()) + start;
+      const unsigned b = p[0];
+      const char* what = nullptr;
+      std::size_t width = 0;
+      if (b >= 0xd9 && b <= 0xdb) {
+        what = "a string";
+        width = std::size_t{1} << (b - 0xd9);
+      } else if (b >= 0xc4 && b <= 0xc6) {
+        what = "binary data";
+        width = std::size_t{1} << (b - 0xc4);
+      } else if (b >= 0xc7 && b <= 0xc9) {
+        what = "an extension value";
+        width = std::size_t{1} << (b - 0xc7);
+      }
+      if (what != nullptr && size - start > width) {
+        std::uint64_t n = 0;
+        for (std::size_t i = 1; i <= width; ++i) n = n << 8 | p[i];
+        return fail(Code::data_loss, std::string(what) + " of " + std::to_string(n) + " claims more than the " +
+                                         std::to_string(size - start - 1 - width) + " bytes that remain");
       }
     }
-    return read_long_str(s);
+    return fail(Code::data_loss, std::string("truncated: expected ") + expected);
   }
-  // Any string (the fast path's fixstr included, when it does not fit).
-  [[gnu::noinline]] bool read_long_str(std::string_view& s) {
-    const std::uint8_t* start = p_;
-    if (p_ == end_) return wrong_type("a string");
-    const std::uint8_t b = *p_;
-    std::uint32_t n = 0;
-    if ((b & 0xe0) == 0xa0) {
-      ++p_;
-      n = b & 0x1f;
-    } else if (b >= 0xd9 && b <= 0xdb) {
-      ++p_;
-      if (!read_sized(n, 1 << (b - 0xd9))) return false;
-    } else {
+
+  // ---- items ----
+
+  // Checks that `count` items of at least `min_bytes` each can follow the container header `t`
+  // (whose offset is at least t.v), before anything is allocated for them.
+  [[gnu::always_inline]] bool fits(const Token& t, std::uint64_t min_bytes, const char* what) {
+    // Up to 15 items (a fixarray or fixmap) are checked as they are read.
+    const std::uint64_t remain = ts_.size() - t.v - 1;     // at most what follows the header
+    if (t.n < 16 || t.n * min_bytes <= remain) [[likely]]  // n < 2^32, min_bytes <= 2: no overflow
+      return true;
+    return too_long(t.n, what);
+  }
+  [[gnu::cold, gnu::noinline]] bool too_long(std::uint64_t count, const char* what) {
+    const std::size_t after = ts_.offset_of(ts_.index() + 1);  // the header's end
+    return fail(Code::data_loss, std::string(what) + " of " + std::to_string(count) + " claims more than the " +
+                                     std::to_string(ts_.size() - after) + " bytes that remain");
+  }
+  bool read_map_header(std::uint32_t& n) { return read_header(n, Token::map, 2, "a map"); }
+  bool read_array_header(std::uint32_t& n) { return read_header(n, Token::array, 1, "an array"); }
+  // A container header of `kind` whose `n` items of at least `min_bytes` each fit in what remains.
+  [[gnu::always_inline]] bool read_header(std::uint32_t& n, Token::Kind kind, std::uint64_t min_bytes,
+                                          const char* what) {
+    const Token& t = ts_.peek();
+    if (t.kind != kind) [[unlikely]]
+      return wrong_type(what);
+    if (!fits(t, min_bytes, what)) return false;
+    n = t.n;
+    ts_.advance();
+    return true;
+  }
+  [[gnu::always_inline]] bool read_str(std::string_view& s) {
+    const Token& t = ts_.peek();
+    if (t.kind != Token::str) [[unlikely]]
       return wrong_type("a string");
-    }
-    if (!fits(n, 1, "a string", start)) return false;
-    s = {reinterpret_cast<const char*>(p_), n};
-    p_ += n;
+    s = {ts_.data() + t.v, t.n};
+    ts_.advance();
     return true;
   }
   bool read_bin(std::span<const std::uint8_t>& out) {
-    const std::uint8_t* start = p_;
-    if (p_ == end_ || *p_ < 0xc4 || *p_ > 0xc6) return wrong_type("binary data");
-    std::uint32_t n = 0;
-    if (!read_sized(n, 1 << (*p_++ - 0xc4))) return false;
-    if (!fits(n, 1, "binary data", start)) return false;
-    out = {p_, n};
-    p_ += n;
+    const Token& t = ts_.peek();
+    if (t.kind != Token::bin) [[unlikely]]
+      return wrong_type("binary data");
+    out = {reinterpret_cast<const std::uint8_t*>(ts_.data()) + t.v, t.n};
+    ts_.advance();
     return true;
   }
 
-  // A positive fixint, or a uint8 or uint16 when T holds every such value: what ids, dimensions and
-  // counts mostly are. Advances `p` and returns true, or leaves it and returns false (anything else).
-  template <typename T>
-  [[gnu::always_inline]] static bool decode_small(const std::uint8_t*& p, const std::uint8_t* end, T& out) {
-    if (p == end) return false;
-    const std::uint8_t b = *p;
-    if (b <= 0x7f) {
-      out = static_cast<T>(b);
-      ++p;
-      return true;
-    }
-    if constexpr (std::numeric_limits<T>::max() >= 0xffff) {
-      if (b == 0xcd && end - p >= 3) {
-        out = static_cast<T>(static_cast<unsigned>(p[1]) << 8 | p[2]);
-        p += 3;
-        return true;
-      }
-      if (b == 0xcc && end - p >= 2) {
-        out = static_cast<T>(p[1]);
-        p += 2;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  // Any integer encoding, range-checked against T.
+  // Any integer, range-checked against T (the fast path in read() takes small unsigned values).
   template <typename T>
   [[gnu::noinline]] bool read_integral(T& out) {
-    const std::uint8_t* start = p_;
-    if (p_ == end_) return wrong_type("an integer");
-    const std::uint8_t b = *p_;
-    bool negative = false;
-    std::uint64_t u = 0;
-    std::int64_t s = 0;
-    if (b <= 0x7f) {
-      ++p_;
-      u = b;
-    } else if (b >= 0xe0) {
-      ++p_;
-      negative = true;
-      s = static_cast<std::int8_t>(b);
-    } else if (b >= 0xcc && b <= 0xcf) {
-      const std::size_t width = std::size_t{1} << (b - 0xcc);
-      if (!need(1 + width)) return false;
-      ++p_;
-      u = load_be_width(width);
-    } else if (b >= 0xd0 && b <= 0xd3) {
-      const std::size_t width = std::size_t{1} << (b - 0xd0);
-      if (!need(1 + width)) return false;
-      ++p_;
-      const auto shift = static_cast<unsigned>(64 - 8 * width);  // sign-extend the width-byte value
-      s = static_cast<std::int64_t>(load_be_width(width) << shift) >> shift;
-      negative = s < 0;
-      u = static_cast<std::uint64_t>(s);
-    } else {
-      return wrong_type("an integer");
+    const Token& t = ts_.peek();
+    if (t.kind == Token::uint) {
+      if (t.v <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())) {
+        out = static_cast<T>(t.v);
+        ts_.advance();
+        return true;
+      }
+      return fail(Code::data_loss, std::to_string(t.v) + " is out of range for " + integer_name<T>());
     }
-    if (negative) {
+    if (t.kind == Token::nint) {
+      const auto s = static_cast<std::int64_t>(t.v);
       if constexpr (std::is_signed_v<T>) {
         if (s >= static_cast<std::int64_t>(std::numeric_limits<T>::min())) {
           out = static_cast<T>(s);
+          ts_.advance();
           return true;
         }
       }
-      return fail_at(start, Code::data_loss, std::to_string(s) + " is out of range for " + integer_name<T>());
+      return fail(Code::data_loss, std::to_string(s) + " is out of range for " + integer_name<T>());
     }
-    if (u <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())) {
-      out = static_cast<T>(u);
-      return true;
-    }
-    return fail_at(start, Code::data_loss, std::to_string(u) + " is out of range for " + integer_name<T>());
+    return wrong_type("an integer");
   }
   template <typename T>
   static std::string integer_name() {
@@ -571,100 +541,41 @@ class SerialReader {
 
   template <typename T>
   bool read_floating(T& out) {
-    const std::uint8_t* start = p_;
-    if (p_ == end_ || (*p_ != 0xca && *p_ != 0xcb)) return wrong_type("a float");
-    if (*p_ == 0xca) {
-      if (!need(5)) return false;
-      ++p_;
-      out = static_cast<T>(std::bit_cast<float>(static_cast<std::uint32_t>(load_be_width(4))));
-    } else {
-      if (!need(9)) return false;
-      ++p_;
-      const double d = std::bit_cast<double>(load_be_width(8));
+    const Token& t = ts_.peek();
+    if (t.kind == Token::f32) {
+      out = static_cast<T>(std::bit_cast<float>(static_cast<std::uint32_t>(t.v)));
+    } else if (t.kind == Token::f64) {
+      const double d = std::bit_cast<double>(t.v);
       if (std::isfinite(d) && (d > std::numeric_limits<T>::max() || d < std::numeric_limits<T>::lowest()))
-        return fail_at(start, Code::data_loss, std::to_string(d) + " is out of range for a float");
+        return fail(Code::data_loss, std::to_string(d) + " is out of range for a float");
       out = static_cast<T>(d);
+    } else {
+      return wrong_type("a float");
     }
+    ts_.advance();
     return true;
   }
 
   /// Skips one value of any kind (an unknown field), within the nesting bound.
   bool skip() {
-    if (p_ == end_) return wrong_type("a value");
-    const std::uint8_t b = *p_;
+    const Token& t = ts_.peek();
     std::uint64_t items = 0;  // nested values that follow
     std::uint32_t n = 0;
-    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
-      ++p_;
-      return true;
-    }
-    if ((b & 0xe0) == 0xa0 || (b >= 0xd9 && b <= 0xdb)) {
-      std::string_view s;
-      return read_str(s);
-    }
-    if (b >= 0xc4 && b <= 0xc6) {
-      std::span<const std::uint8_t> bytes;
-      return read_bin(bytes);
-    }
-    if (at_kind(0x90)) {
-      if (!read_header(n, 0x90, 0xdc, 1, "an array")) return false;
-      items = n;
-    } else if (at_kind(0x80)) {
-      if (!read_header(n, 0x80, 0xde, 2, "a map")) return false;
-      items = 2ull * n;
-    } else {
-      const std::uint8_t* start = p_;
-      std::size_t size = 0;  // bytes after the opcode
-      switch (b) {
-        case 0xcc:
-        case 0xd0:
-          size = 1;
-          break;
-        case 0xcd:
-        case 0xd1:
-          size = 2;
-          break;
-        case 0xca:
-        case 0xce:
-        case 0xd2:
-          size = 4;
-          break;
-        case 0xcb:
-        case 0xcf:
-        case 0xd3:
-          size = 8;
-          break;
-        case 0xd4:
-          size = 2;
-          break;  // fixext 1..16: type byte + data
-        case 0xd5:
-          size = 3;
-          break;
-        case 0xd6:
-          size = 5;
-          break;
-        case 0xd7:
-          size = 9;
-          break;
-        case 0xd8:
-          size = 17;
-          break;
-        case 0xc7:
-        case 0xc8:
-        case 0xc9: {  // ext 8/16/32: length, type byte, data
-          ++p_;
-          if (!read_sized(n, 1 << (b - 0xc7)) || !need(1)) return false;
-          ++p_;
-          if (!fits(n, 1, "an extension value", start)) return false;
-          p_ += n;
-          return true;
-        }
-        default:
-          return fail(Code::data_loss, "the invalid byte 0xc1");
-      }
-      if (!need(1 + size)) return false;
-      p_ += 1 + size;
-      return true;
+    switch (t.kind) {
+      case Token::array:
+        if (!read_array_header(n)) return false;
+        items = n;
+        break;
+      case Token::map:
+        if (!read_map_header(n)) return false;
+        items = 2ull * n;
+        break;
+      case Token::end:
+      case Token::invalid:
+        return wrong_type("a value");
+      default:
+        ts_.advance();
+        return true;
     }
     if (!enter()) return false;
     for (std::uint64_t i = 0; i < items; ++i)
@@ -680,7 +591,7 @@ class SerialReader {
     using E = typename V::value_type;
     if constexpr (std::is_same_v<E, std::uint8_t>) {
       std::span<const std::uint8_t> bytes;
-      if (!read_bin(bytes)) return false;
+      if (!read_bin(bytes) || !charge(bytes.size() + heap_block)) return false;
       out.resize(bytes.size());
       if (!bytes.empty()) std::memcpy(&out[0], bytes.data(), bytes.size());
       return true;
@@ -688,35 +599,27 @@ class SerialReader {
       std::uint32_t n = 0;
       if (!read_array_header(n) || !enter()) return false;
       out.clear();
+      if (n == 0) return leave();
+      // n <= the bytes that remain (one at least per element), and what the elements take is
+      // charged before anything is allocated for them.
+      if (!charge(std::size_t{n} * sizeof(E) + heap_block)) return false;
       if constexpr (std::is_arithmetic_v<E> && !std::is_same_v<E, bool>) {
-        // n <= remaining bytes, and each element is at most 8 bytes. Every element is written below
-        // (or the read fails), so a SmallVector skips zero-filling them first.
+        // Every element is written below (or the read fails), so a SmallVector skips zero-filling
+        // them first.
         if constexpr (requires { out.resize_for_overwrite(n); })
           out.resize_for_overwrite(n);
         else
           out.resize(n);
-        // A local cursor for small integers (ids, dimensions); anything else through read(). The
-        // elements through a local pointer: a store through out[i] may alias out's own size fields.
+        // The elements through a local pointer: a store through out[i] may alias out's own size fields.
         E* elements = out.data();
-        const std::uint8_t* p = p_;
         for (std::uint32_t i = 0; i < n; ++i) {
-          if constexpr (std::is_integral_v<E>) {
-            if (decode_small(p, end_, elements[i])) [[likely]]
-              continue;
-          }
-          p_ = p;
           if (!read(elements[i])) {
             out.resize(i);  // no unwritten element stays behind
             return in_element(i);
           }
-          p = p_;
         }
-        p_ = p;
       } else {
-        // Reserve only what the remaining bytes could plausibly hold: an element needs at least
-        // one byte on the wire, so a huge count is bounded by the input's size.
-        const auto remain = static_cast<std::size_t>(end_ - p_);
-        if (std::size_t{n} * sizeof(E) <= 16 * remain + 4096) out.reserve(n);
+        out.reserve(n);
         for (std::uint32_t i = 0; i < n; ++i) {
           bool ok;
           if constexpr (std::is_same_v<E, bool>) {
@@ -740,8 +643,10 @@ class SerialReader {
     std::uint32_t n = 0;
     if (!read_map_header(n) || !enter()) return false;
     out.clear();
+    // A map entry: the key and value in a heap node of its own, with the tree's links.
+    if (!charge(std::size_t{n} * (sizeof(typename M::value_type) + 2 * heap_block))) return false;
     for (std::uint32_t i = 0; i < n; ++i) {
-      const std::uint8_t* start = p_;
+      const std::uint64_t start = ts_.index();
       typename M::key_type key{};
       if (!read(key)) return in_element(i);
       auto [it, fresh] = out.try_emplace(std::move(key));
@@ -767,7 +672,7 @@ class SerialReader {
 
   template <typename V>
   bool read_variant(V& out) {
-    const std::uint8_t* start = p_;
+    const std::uint64_t start = ts_.index();
     std::uint32_t n = 0;
     if (!read_array_header(n)) return false;
     if (n != 2) return fail_at(start, Code::data_loss, "a variant must be [alternative, value]");
@@ -790,19 +695,12 @@ class SerialReader {
   // Reads `{"ref": n}` (checks n names an earlier object), or `{"id": n, "type": t, "fields": `
   // (checks n is the next id) and stops before the fields' value.
   bool read_shared_header(SharedHeader& h) {
-    const std::uint8_t* start = p_;
+    const std::uint64_t start = ts_.index();
     std::uint32_t n = 0;
     std::string_view key;
-    // `{"ref": ` as the writer writes it, matched as raw bytes (tied weights make refs common).
-    const bool ref = static_cast<std::size_t>(end_ - p_) >= ref_prefix.size() &&
-                     std::memcmp(p_, ref_prefix.data(), ref_prefix.size()) == 0;
-    if (ref) {
-      p_ += ref_prefix.size();
-    } else if (!read_map_header(n) || !read_str(key)) {
-      return false;
-    }
-    if (ref || key == key_ref) {
-      if (!ref && n != 1) return fail_at(start, Code::data_loss, "a {\"ref\": n} map has other keys");
+    if (!read_map_header(n) || !read_str(key)) return false;
+    if (key == key_ref) {
+      if (n != 1) return fail_at(start, Code::data_loss, "a {\"ref\": n} map has other keys");
       h.is_ref = true;
       if (!read(h.id)) return false;
       if (h.id >= objects_.size())
@@ -829,14 +727,16 @@ class SerialReader {
   template <typename T>
   bool read_shared(std::shared_ptr<T>& out) {
     using U = std::remove_cv_t<T>;
-    if (p_ < end_ && *p_ == 0xc0) {
-      ++p_;
+    const Token& t = ts_.peek();
+    if (t.kind == Token::nil) {
+      ts_.advance();
       out.reset();
       return true;
     }
-    const std::uint8_t* start = p_;
+    const std::uint64_t start = ts_.index();
     SharedHeader h;
-    if (!at_kind(0x80, "a shared object (map) or nil") || !enter() || !read_shared_header(h)) return false;
+    if (t.kind != Token::map) return wrong_type("a shared object (map) or nil");
+    if (!enter() || !read_shared_header(h)) return false;
     if (h.is_ref) {
       const SharedObject& o = objects_[h.id];
       if constexpr (std::is_polymorphic_v<U>) {
@@ -854,9 +754,11 @@ class SerialReader {
       out = std::static_pointer_cast<U>(o.object);
       return leave();
     }
+    if (!charge(sizeof(SharedObject))) return false;
     if constexpr (std::is_polymorphic_v<U>) {
       const auto& registry = read_registry<U>();
       if (const auto it = registry.find(h.type); it != registry.end()) {
+        if (!charge(it->second.size + heap_block)) return false;
         std::shared_ptr<void> object = it->second.create();
         objects_.push_back({object, it->second.type, h.type, 0});
         if (!it->second.read_fields(*this, object.get())) return false;
@@ -873,6 +775,7 @@ class SerialReader {
       static_assert(std::is_default_constructible_v<U>,
                     "rml: deserialize: a shared_ptr<T> field needs a "
                     "default-constructible T");
+      if (!charge(sizeof(U) + heap_block)) return false;
       auto object = std::make_shared<U>();
       objects_.push_back({object, &typeid(U), h.type, 0});
       if (!read_struct(*object)) return false;
@@ -884,7 +787,7 @@ class SerialReader {
   }
 
   template <typename U>
-  [[gnu::cold]] bool unknown_type(const std::uint8_t* start, std::string_view name) {
+  [[gnu::cold]] bool unknown_type(std::uint64_t start, std::string_view name) {
     return fail_at(start, Code::invalid_argument,
                    "unknown type name \"" + std::string(name) +
                        "\" (no type of that name is registered for shared_ptr<" +
@@ -895,18 +798,19 @@ class SerialReader {
 
   // nil, [dtype, shape, data] (version 2; later elements skipped), or {"dtype", "shape", "data"} (version 1).
   bool read_tensor(Tensor& out) {
-    if (p_ < end_ && *p_ == 0xc0) {
-      ++p_;
+    const Token& t = ts_.peek();
+    if (t.kind == Token::nil) {
+      ts_.advance();
       out = Tensor();
       return true;
     }
-    const std::uint8_t* start = p_;
+    const std::uint64_t start = ts_.index();
     DType dtype = DType::f32;
     Dims dims;
     std::shared_ptr<const Storage> storage;
     std::size_t size = 0;
     std::uint32_t n = 0;
-    if (at_kind(0x90)) {
+    if (t.kind == Token::array) {
       if (!read_array_header(n) || !enter()) return false;
       if (n < 3) return fail_at(start, Code::data_loss, "a tensor needs [dtype, shape, data]");
       if (!read(dtype)) return in_field("dtype");
@@ -915,7 +819,8 @@ class SerialReader {
       for (std::uint32_t i = 3; i < n; ++i)
         if (!skip()) return in_extra_field(i);
     } else {
-      if (!at_kind(0x80, "a tensor (array or map) or nil") || !read_map_header(n) || !enter()) return false;
+      if (t.kind != Token::map) return wrong_type("a tensor (array or map) or nil");
+      if (!read_map_header(n) || !enter()) return false;
       bool have_dtype = false;
       bool have_shape = false;
       for (std::uint32_t i = 0; i < n; ++i) {
@@ -947,9 +852,10 @@ class SerialReader {
   }
 
   bool read_storage(std::shared_ptr<const Storage>& out, std::size_t& size) {
-    const std::uint8_t* start = p_;
+    const std::uint64_t start = ts_.index();
     SharedHeader h;
-    if (!at_kind(0x80, "tensor data ({\"id\"...} or {\"ref\": n})") || !read_shared_header(h)) return false;
+    if (ts_.peek().kind != Token::map) return wrong_type("tensor data ({\"id\"...} or {\"ref\": n})");
+    if (!read_shared_header(h)) return false;
     if (h.is_ref) {
       const SharedObject& o = objects_[h.id];
       if (*o.type != typeid(Storage))
@@ -962,7 +868,7 @@ class SerialReader {
     if (h.type != storage_type_name)
       return fail_at(start, Code::data_loss, "tensor data has type \"" + std::string(h.type) + "\", not \"Storage\"");
     std::span<const std::uint8_t> bytes;
-    if (!read_bin(bytes)) return false;
+    if (!read_bin(bytes) || !charge(bytes.size() + sizeof(SharedObject) + 2 * heap_block)) return false;
     std::shared_ptr<Storage> storage = BufferStorage::allocate(bytes.size());
     if (!bytes.empty()) std::memcpy(storage->data(), bytes.data(), bytes.size());
     objects_.push_back({std::shared_ptr<void>(storage), &typeid(Storage), storage_type_name, bytes.size()});
@@ -971,14 +877,17 @@ class SerialReader {
     return true;
   }
 
-  const std::uint8_t* begin_;
-  const std::uint8_t* p_;
-  const std::uint8_t* end_;
+  TokenStream ts_;
   int depth_ = 0;
   std::vector<SharedObject> objects_;
-  // The failure: code, message, offset, and the path segments pushed while unwinding (innermost first).
+  std::size_t budget_;
+  std::size_t charged_ = 0;
+  // The failure: code, message, the token it concerns (its offset is found when the status is
+  // asked for) or its offset, and the path segments pushed while unwinding (innermost first).
   Code code_ = Code::ok;
   std::string what_;
+  std::uint64_t fail_index_ = 0;
+  bool fail_offset_known_ = false;
   std::size_t fail_offset_ = 0;
   std::vector<std::string> path_;
 };

@@ -36,7 +36,7 @@ bool register_type(std::string_view name) {
     detail::read_registry<Base>()[std::string(name)] = detail::ReadEntry<Base>{
         &typeid(Derived), []() -> std::shared_ptr<void> { return std::make_shared<Derived>(); },
         [](void* p) -> Base* { return static_cast<Derived*>(p); },
-        [](detail::SerialReader& r, void* p) { return r.read_struct(*static_cast<Derived*>(p)); }};
+        [](detail::SerialReader& r, void* p) { return r.read_struct(*static_cast<Derived*>(p)); }, sizeof(Derived)};
   };
   add.template operator()<Derived>();
   (add.template operator()<Bases>(), ...);

@@ -78,7 +78,7 @@ std::vector<std::uint8_t> write_document(const T& value, SerialWriter&& writer) 
   writer.write_str(key_type);
   writer.write_str(serial_type_name<Root>());
   writer.write_str(key_root);
-  writer.write(serial_root(value));
+  writer.write_root(serial_root(value));
   return std::move(writer).take();
 }
 

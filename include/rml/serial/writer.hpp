@@ -1,12 +1,12 @@
-// The MessagePack writer: encodes any reflected value over its field descriptors, writing each
-// shared object and each tensor's bytes once. The byte layout is described in rml/serial/reader.hpp.
+// The MessagePack writer: walks any reflected value over its field descriptors and hands each item to
+// msgpack-cxx's packer, writing each shared object and each tensor's bytes once. The byte layout is
+// described in rml/serial/reader.hpp.
 #pragma once
 
 #include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <span>
@@ -23,160 +23,56 @@
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
 #include "rml/serial/detail/common.hpp"
+#include "rml/serial/detail/wire.hpp"
 
 namespace rml::detail {
 
-// ---- encoders: each writes one MessagePack item at `p`, which has room for it, and returns its end ----
-
-template <typename U>
-[[gnu::always_inline]] inline std::uint8_t* encode_be(std::uint8_t* p, std::uint8_t op, U v) {
-  static_assert(std::is_unsigned_v<U>);
-  if constexpr (sizeof(U) == 2) v = __builtin_bswap16(v);
-  if constexpr (sizeof(U) == 4) v = __builtin_bswap32(v);
-  if constexpr (sizeof(U) == 8) v = __builtin_bswap64(v);
-  p[0] = op;
-  std::memcpy(p + 1, &v, sizeof(U));
-  return p + 1 + sizeof(U);
-}
-
-[[gnu::always_inline]] inline std::uint8_t* encode_uint(std::uint8_t* p, std::uint64_t v) {
-  if (v < 0x80) [[likely]] {
-    *p = static_cast<std::uint8_t>(v);
-    return p + 1;
-  }
-  if (v <= 0xff) {
-    p[0] = 0xcc;
-    p[1] = static_cast<std::uint8_t>(v);
-    return p + 2;
-  }
-  if (v <= 0xffff) return encode_be(p, 0xcd, static_cast<std::uint16_t>(v));
-  if (v <= 0xffffffffu) return encode_be(p, 0xce, static_cast<std::uint32_t>(v));
-  return encode_be(p, 0xcf, v);
-}
-
-[[gnu::always_inline]] inline std::uint8_t* encode_int(std::uint8_t* p, std::int64_t v) {
-  if (v >= 0) return encode_uint(p, static_cast<std::uint64_t>(v));
-  if (v >= -32) {
-    *p = static_cast<std::uint8_t>(v);
-    return p + 1;
-  }
-  if (v >= -128) {
-    p[0] = 0xd0;
-    p[1] = static_cast<std::uint8_t>(v);
-    return p + 2;
-  }
-  if (v >= -32768) return encode_be(p, 0xd1, static_cast<std::uint16_t>(v));
-  if (v >= INT32_MIN) return encode_be(p, 0xd2, static_cast<std::uint32_t>(v));
-  return encode_be(p, 0xd3, static_cast<std::uint64_t>(v));
-}
-
-/// The most bytes one encoded T takes, for the types encoded without a length (bool, enums,
-/// integers, float, double); 0 for every other type.
-template <typename T>
-constexpr std::size_t max_scalar_bytes() {
-  if constexpr (std::is_same_v<T, bool>)
-    return 1;
-  else if constexpr (std::is_enum_v<T>)
-    return max_scalar_bytes<std::underlying_type_t<T>>();
-  else if constexpr (std::is_integral_v<T> || std::is_same_v<T, float> || std::is_same_v<T, double>)
-    return 1 + sizeof(T);
-  else
-    return 0;
-}
-
-/// Encodes a type that max_scalar_bytes covers: shortest integer form, float32, float64.
-template <typename T>
-[[gnu::always_inline]] inline std::uint8_t* encode_scalar(std::uint8_t* p, T v) {
-  if constexpr (std::is_same_v<T, bool>) {
-    *p = v ? 0xc3 : 0xc2;
-    return p + 1;
-  } else if constexpr (std::is_enum_v<T>) {
-    return encode_scalar(p, static_cast<std::underlying_type_t<T>>(v));
-  } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    return encode_int(p, v);
-  } else if constexpr (std::is_integral_v<T>) {
-    return encode_uint(p, v);
-  } else if constexpr (std::is_same_v<T, float>) {
-    return encode_be(p, 0xca, std::bit_cast<std::uint32_t>(v));
-  } else {
-    static_assert(std::is_same_v<T, double>);
-    return encode_be(p, 0xcb, std::bit_cast<std::uint64_t>(v));
-  }
-}
-
-/// Copies n <= 32 bytes with a few fixed-size moves instead of a call to memcpy (names and ops are
-/// short). Reads and writes only [src, src + n) and [dst, dst + n).
-[[gnu::always_inline]] inline void copy_short(std::uint8_t* dst, const char* src, std::size_t n) {
-  const auto move = [&]<std::size_t W>(std::size_t at) { std::memcpy(dst + at, src + at, W); };
-  if (n >= 16) {
-    move.template operator()<16>(0);
-    move.template operator()<16>(n - 16);
-  } else if (n >= 8) {
-    move.template operator()<8>(0);
-    move.template operator()<8>(n - 8);
-  } else if (n >= 4) {
-    move.template operator()<4>(0);
-    move.template operator()<4>(n - 4);
-  } else if (n > 0) {
-    dst[0] = static_cast<std::uint8_t>(src[0]);
-    dst[n / 2] = static_cast<std::uint8_t>(src[n / 2]);
-    dst[n - 1] = static_cast<std::uint8_t>(src[n - 1]);
-  }
-}
-
-/// Appends MessagePack to a growing buffer. One writer writes one document.
+/// Writes one MessagePack document through msgpack::packer into an OutputBuffer.
 class SerialWriter {
  public:
   /// A writer whose buffer starts with room for `capacity` bytes (it grows as needed).
-  explicit SerialWriter(std::size_t capacity = 256) { reset_buffer(capacity); }
-  /// A writer that writes over `buffer` from its start, keeping its capacity: the bytes it already
-  /// holds are overwritten in place, so a buffer reused document after document costs neither
-  /// zero-filling nor page faults. Reserves `capacity` bytes when it holds fewer.
-  SerialWriter(std::vector<std::uint8_t>&& buffer, std::size_t capacity) : buf_(std::move(buffer)) {
-    if (buf_.capacity() < capacity) buf_.reserve(capacity);
-    pos_ = buf_.data();
-    end_ = buf_.data() + buf_.size();
-  }
+  explicit SerialWriter(std::size_t capacity = 256) : out_(capacity), pk_(out_) {}
+  /// A writer that writes over `buffer` from its start, keeping its capacity (see OutputBuffer).
+  SerialWriter(std::vector<std::uint8_t>&& buffer, std::size_t capacity)
+      : out_(std::move(buffer), capacity), pk_(out_) {}
   SerialWriter(const SerialWriter&) = delete;
   SerialWriter& operator=(const SerialWriter&) = delete;
 
   /// The bytes written so far; the writer is spent.
-  std::vector<std::uint8_t> take() && {
-    buf_.resize(size());
-    return std::move(buf_);
-  }
+  std::vector<std::uint8_t> take() && { return std::move(out_).take(); }
 
-  // ---- MessagePack primitives (shortest encoding) ----
+  // ---- items ----
 
-  void write_nil() { *bump(1) = 0xc0; }
-  void write_uint(std::uint64_t v) { pos_ = encode_uint(room(9), v); }
+  void write_nil() { pk_.pack_nil(); }
+  void write_uint(std::uint64_t v) { pk_.pack_uint64(v); }
   [[gnu::always_inline]] void write_str(std::string_view s) {
-    const std::size_t n = s.size();
-    if (n < 32) [[likely]] {
-      std::uint8_t* p = bump(1 + n);
-      p[0] = static_cast<std::uint8_t>(0xa0 | n);
-      copy_short(p + 1, s.data(), n);
-      return;
-    }
-    write_long_str(s);
+    const auto n = checked_size(s.size(), "string");
+    pk_.pack_str(n);
+    pk_.pack_str_body(s.data(), n);
   }
   void write_bin(std::span<const std::byte> bytes) {
-    sized_header(bytes.size(), 0xc4, 0xc5, 0xc6, "binary blob");
-    append(bytes.data(), bytes.size());
+    const auto n = checked_size(bytes.size(), "binary blob");
+    pk_.pack_bin(n);
+    pk_.pack_bin_body(reinterpret_cast<const char*>(bytes.data()), n);
   }
-  [[gnu::always_inline]] void write_array_header(std::size_t n) {
-    if (n < 16) [[likely]] {
-      *bump(1) = static_cast<std::uint8_t>(0x90 | n);
-      return;
+  [[gnu::always_inline]] void write_array_header(std::size_t n) { pk_.pack_array(checked_size(n, "array")); }
+  void write_map_header(std::size_t n) { pk_.pack_map(checked_size(n, "map")); }
+
+  /// Writes `root`, the document's root value. Throws Error for what cannot be written (see write)
+  /// and (UNSUPPORTED, naming the path) for nesting deeper than the reader reads.
+  template <typename T>
+  void write_root(const T& root) {
+    try {
+      write(root);
+    } catch (NestingTooDeep& e) {
+      std::string path;
+      for (auto it = e.path.rbegin(); it != e.path.rend(); ++it) path += *it;
+      if (!path.empty() && path[0] == '.') path.erase(0, 1);
+      if (path.empty()) path = "<root>";
+      throw Error(Code::unsupported, "serialize: " + path + ": nesting deeper than " +
+                                         std::to_string(serial_max_depth) +
+                                         " levels, which no reader of the format reads");
     }
-    sized_header(n, 0, 0xdc, 0xdd, "array");
-  }
-  void write_map_header(std::size_t n) {
-    if (n < 16) [[likely]] {
-      *bump(1) = static_cast<std::uint8_t>(0x80 | n);
-      return;
-    }
-    sized_header(n, 0, 0xde, 0xdf, "map");
   }
 
   // ---- values, by category ----
@@ -185,8 +81,19 @@ class SerialWriter {
   /// tensor, a polymorphic object of an unregistered type, more than 2^32 - 1 elements).
   template <typename T>
   [[gnu::always_inline]] void write(const T& v) {
-    if constexpr (max_scalar_bytes<T>() != 0) {
-      pos_ = encode_scalar(room(max_scalar_bytes<T>()), v);
+    if constexpr (std::is_same_v<T, bool>) {
+      if (v)
+        pk_.pack_true();
+      else
+        pk_.pack_false();
+    } else if constexpr (std::is_enum_v<T>) {
+      write(static_cast<std::underlying_type_t<T>>(v));
+    } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      pk_.pack_int64(v);
+    } else if constexpr (std::is_integral_v<T>) {
+      pk_.pack_uint64(v);
+    } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      write_float(v);
     } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::string_view>) {
       write_str(v);
     } else if constexpr (std::is_same_v<T, Tensor>) {
@@ -201,15 +108,12 @@ class SerialWriter {
       else
         write_nil();
     } else if constexpr (is_map<T>::value) {
-      write_map_header(v.size());
-      for (const auto& [key, value] : v) {
-        write(key);
-        write(value);
-      }
+      write_map(v);
     } else if constexpr (is_shared_ptr<T>::value) {
       write_shared(v);
     } else if constexpr (is_variant<T>::value) {
-      *bump(1) = 0x92;
+      const Level level(*this);
+      write_array_header(2);
       write_uint(v.index());
       std::visit([&](const auto& x) { write(x); }, v);
     } else {
@@ -221,16 +125,84 @@ class SerialWriter {
   /// that hold what a default-constructed T holds (the reader restores those by default).
   template <Reflected T>
   void write_struct(const T& obj) {
+    const Level level(*this);
     write_fields(obj, std::make_index_sequence<field_count_v<T>>{});
   }
 
  private:
+  // Thrown by a level past serial_max_depth; each enclosing field, element or key adds its segment.
+  struct NestingTooDeep {
+    std::vector<std::string> path;  // innermost first
+  };
+  // One level of nesting, as the reader counts them: a struct, list, map, variant, shared object or
+  // tensor.
+  struct Level {
+    SerialWriter& w;
+    explicit Level(SerialWriter& writer) : w(writer) {
+      if (++w.depth_ > serial_max_depth) [[unlikely]] {
+        --w.depth_;
+        throw NestingTooDeep{};
+      }
+    }
+    ~Level() { --w.depth_; }
+    Level(const Level&) = delete;
+    Level& operator=(const Level&) = delete;
+  };
+
+  static std::uint32_t checked_size(std::size_t n, const char* what) {
+    if (n > 0xffffffffu) [[unlikely]]
+      too_long(n, what);
+    return static_cast<std::uint32_t>(n);
+  }
+  [[noreturn, gnu::cold]] static void too_long(std::size_t n, const char* what) {
+    throw Error(Code::unsupported, std::string("serialize: a ") + what + " of " + std::to_string(n) +
+                                       " elements is beyond MessagePack's 2^32 - 1");
+  }
+
+  // float32 or float64, always: msgpack-cxx's pack_float/pack_double write an integral value as an
+  // integer, which the format does not allow (and which would lose -0.0). The 5 or 9 bytes use
+  // msgpack-cxx's own big-endian store.
+  template <typename F>
+  [[gnu::always_inline]] void write_float(F v) {
+    if constexpr (std::is_same_v<F, float>) {
+      char b[5];
+      b[0] = static_cast<char>(0xcau);
+      _msgpack_store32(&b[1], std::bit_cast<std::uint32_t>(v));
+      out_.write(b, 5);
+    } else {
+      char b[9];
+      b[0] = static_cast<char>(0xcbu);
+      _msgpack_store64(&b[1], std::bit_cast<std::uint64_t>(v));
+      out_.write(b, 9);
+    }
+  }
+
+  template <Reflected T, std::size_t I>
+  [[gnu::always_inline]] void write_field(const T& obj) {
+    static constexpr auto fields = T::fields();
+    if constexpr (can_nest<std::remove_cvref_t<decltype(obj.*(std::get<I>(fields).member))>>()) {
+      try {
+        write(obj.*(std::get<I>(fields).member));
+      } catch (NestingTooDeep& e) {
+        e.path.push_back("." + std::string(std::get<I>(fields).name));
+        throw;
+      }
+    } else {
+      write(obj.*(std::get<I>(fields).member));
+    }
+  }
+
+  // Whether writing an M can open a level that fails (scalars and strings cannot).
+  template <typename M>
+  static constexpr bool can_nest() {
+    return !(std::is_arithmetic_v<M> || std::is_enum_v<M> || std::is_same_v<M, std::string>);
+  }
+
   template <Reflected T, std::size_t... I>
   void write_fields(const T& obj, std::index_sequence<I...>) {
-    static constexpr auto fields = T::fields();
     const std::size_t n = written_field_count(obj, std::index_sequence<I...>{});
     write_array_header(n);
-    ((I < n ? write(obj.*(std::get<I>(fields).member)) : void()), ...);
+    ((I < n ? write_field<T, I>(obj) : void()), ...);
   }
 
   // How many leading fields of `obj` are written: all but the trailing run of fields that hold
@@ -260,51 +232,53 @@ class SerialWriter {
     if constexpr (std::is_same_v<E, std::uint8_t>) {
       const std::size_t n = v.size();
       write_bin(n == 0 ? std::span<const std::byte>() : std::as_bytes(std::span(&v[0], n)));
-    } else if constexpr (max_scalar_bytes<E>() != 0) {
-      // Scalars: one bounds check for a short list (a shape, a node's inputs), inline, or per
-      // chunk of a long one, then a tight loop.
-      const std::size_t n = v.size();
-      if (n < 16) [[likely]] {
-        std::uint8_t* p = room(1 + n * max_scalar_bytes<E>());
-        *p++ = static_cast<std::uint8_t>(0x90 | n);
-        for (std::size_t i = 0; i < n; ++i) p = encode_scalar(p, static_cast<E>(v[i]));
-        pos_ = p;
-        return;
-      }
-      write_long_scalars(v);
-    } else if constexpr (Reflected<E>) {
-      write_structs(v);
-    } else {
+    } else if constexpr (!can_nest<E>()) {
+      const Level level(*this);
       write_array_header(v.size());
-      for (const auto& e : v) write(static_cast<const E&>(e));
+      for (const auto& e : v) write(static_cast<E>(e));
+    } else {
+      const Level level(*this);
+      const std::size_t n = v.size();
+      write_array_header(n);
+      // Structs hold their lists and long strings on the heap, in blocks spread over memory: ask for
+      // those of a later element while writing this one (large graphs are bound by these misses). Small
+      // structs take less time each, so they look further ahead (about 1 KB of elements, 8 at least).
+      constexpr std::size_t ahead = std::max<std::size_t>(8, 1024 / sizeof(E));
+      std::size_t i = 0;
+      try {
+        for (; i < n; ++i) {
+          if constexpr (Reflected<E>)
+            if (i + ahead < n) prefetch_heap(v[i + ahead]);
+          write(static_cast<const E&>(v[i]));
+        }
+      } catch (NestingTooDeep& e) {
+        e.path.push_back("[" + std::to_string(i) + "]");
+        throw;
+      }
     }
   }
 
-  template <typename V>
-  [[gnu::noinline]] void write_long_scalars(const V& v) {
-    using E = typename V::value_type;
-    constexpr std::size_t chunk = 4096;
-    const std::size_t n = v.size();
-    write_array_header(n);
-    for (std::size_t i = 0; i < n;) {
-      const std::size_t end = i + std::min(n - i, chunk);
-      std::uint8_t* p = room((end - i) * max_scalar_bytes<E>());
-      for (; i < end; ++i) p = encode_scalar(p, static_cast<E>(v[i]));
-      pos_ = p;
-    }
-  }
-
-  template <typename V>
-  void write_structs(const V& v) {
-    // Structs hold their lists and long strings on the heap, in blocks spread over memory: ask for
-    // those of a later element while writing this one (large graphs are bound by these misses). Small
-    // structs take less time each, so they look further ahead (about 1 KB of elements, 8 at least).
-    constexpr std::size_t ahead = std::max<std::size_t>(8, 1024 / sizeof(typename V::value_type));
-    const std::size_t n = v.size();
-    write_array_header(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (i + ahead < n) prefetch_heap(v[i + ahead]);
-      write_struct(static_cast<const typename V::value_type&>(v[i]));
+  template <typename M>
+  void write_map(const M& m) {
+    const Level level(*this);
+    write_map_header(m.size());
+    for (const auto& [key, value] : m) {
+      write(key);
+      if constexpr (can_nest<typename M::mapped_type>()) {
+        try {
+          write(value);
+        } catch (NestingTooDeep& e) {
+          if constexpr (std::is_convertible_v<const typename M::key_type&, std::string_view>)
+            e.path.push_back("[\"" + std::string(std::string_view(key)) + "\"]");
+          else if constexpr (std::is_integral_v<typename M::key_type>)
+            e.path.push_back("[" + std::to_string(key) + "]");
+          else
+            e.path.push_back("[<key>]");
+          throw;
+        }
+      } else {
+        write(value);
+      }
     }
   }
 
@@ -336,6 +310,7 @@ class SerialWriter {
   void write_shared(const std::shared_ptr<T>& p) {
     using U = std::remove_cv_t<T>;
     if (!p) return write_nil();
+    const Level level(*this);
     const void* addr = p.get();
     const std::type_info* type = &typeid(U);
     if constexpr (std::is_polymorphic_v<U>) {
@@ -367,9 +342,9 @@ class SerialWriter {
   bool write_ref(std::map<Key, std::uint32_t>& seen, const Key& key) {
     const auto [it, fresh] = seen.try_emplace(key, next_id_);
     if (!fresh) {
-      std::uint8_t* p = room(ref_prefix.size() + 9);
-      std::memcpy(p, ref_prefix.data(), ref_prefix.size());
-      pos_ = encode_uint(p + ref_prefix.size(), it->second);
+      write_map_header(1);
+      write_str(key_ref);
+      write_uint(it->second);
       return true;
     }
     ++next_id_;
@@ -385,6 +360,7 @@ class SerialWriter {
     if (t.is_symbolic())
       throw Error(Code::failed_precondition, "serialize: a symbolic tensor (being traced) has no data to write");
     if (!t.defined()) return write_nil();
+    const Level level(*this);
     write_array_header(3);
     write(t.dtype());
     write(t.shape().dims());
@@ -394,63 +370,9 @@ class SerialWriter {
     write_bin(t.bytes());
   }
 
-  [[gnu::noinline]] void write_long_str(std::string_view s) {
-    sized_header(s.size(), 0xd9, 0xda, 0xdb, "string");
-    append(s.data(), s.size());
-  }
-
-  void sized_header(std::size_t n, std::uint8_t op8, std::uint8_t op16, std::uint8_t op32, const char* what) {
-    std::uint8_t* p = room(5);
-    if (op8 != 0 && n <= 0xff) {
-      p[0] = op8;
-      p[1] = static_cast<std::uint8_t>(n);
-      pos_ = p + 2;
-    } else if (n <= 0xffff) {
-      pos_ = encode_be(p, op16, static_cast<std::uint16_t>(n));
-    } else if (n <= 0xffffffffu) {
-      pos_ = encode_be(p, op32, static_cast<std::uint32_t>(n));
-    } else {
-      throw Error(Code::unsupported, std::string("serialize: a ") + what + " of " + std::to_string(n) +
-                                         " elements is beyond MessagePack's 2^32 - 1");
-    }
-  }
-
-  std::size_t size() const noexcept { return static_cast<std::size_t>(pos_ - buf_.data()); }
-  // Room for n bytes at the end, without taking them; returns where they go.
-  [[gnu::always_inline]] std::uint8_t* room(std::size_t n) {
-    if (static_cast<std::size_t>(end_ - pos_) < n) [[unlikely]]
-      grow(n);
-    return pos_;
-  }
-  // Takes n bytes at the end; returns where they go.
-  [[gnu::always_inline]] std::uint8_t* bump(std::size_t n) {
-    std::uint8_t* p = room(n);
-    pos_ = p + n;
-    return p;
-  }
-  void append(const void* data, std::size_t n) {
-    if (n) std::memcpy(bump(n), data, n);
-  }
-  // Makes room for n more bytes. The vector's capacity grows geometrically, but its size (which
-  // std::vector zero-fills) only a step at a time, just ahead of the writing: a generous capacity
-  // costs no memset and no page faults for the part never written.
-  [[gnu::noinline]] void grow(std::size_t n) {
-    const std::size_t step = std::clamp<std::size_t>(buf_.capacity() / 4, 256, 16 * 1024);
-    const std::size_t used = size();
-    const std::size_t want = used + std::max(n, step);
-    if (want > buf_.capacity()) buf_.reserve(std::max(want, 2 * buf_.capacity()));
-    buf_.resize(std::min(buf_.capacity(), std::max(want, buf_.size() + step)));
-    pos_ = buf_.data() + used;
-    end_ = buf_.data() + buf_.size();
-  }
-  void reset_buffer(std::size_t capacity) {
-    buf_.reserve(capacity);
-    pos_ = end_ = buf_.data();
-  }
-
-  std::vector<std::uint8_t> buf_;
-  std::uint8_t* pos_ = nullptr;  // the next byte to write, in buf_
-  std::uint8_t* end_ = nullptr;  // buf_'s end
+  OutputBuffer out_;
+  msgpack::packer<OutputBuffer> pk_;
+  int depth_ = 0;
   std::uint32_t next_id_ = 0;
   std::map<ObjectKey, std::uint32_t> objects_;
   std::map<BlobKey, std::uint32_t> blobs_;

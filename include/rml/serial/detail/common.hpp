@@ -2,7 +2,6 @@
 // what counts as a default value, and the registry's tables (filled by rml/serial/registry.hpp).
 #pragma once
 
-#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -28,8 +27,16 @@ inline constexpr std::uint32_t serial_version_major = 2;
 inline constexpr std::uint32_t serial_version_minor = 0;
 /// The oldest major version the reader still reads (its keyed structs).
 inline constexpr std::uint32_t serial_oldest_version_major = 1;
-/// Containers, structs and shared objects nested deeper than this are refused on read.
+/// Containers, structs, variants, tensors and shared objects nested deeper than this are refused on
+/// read, and the writer refuses to write them (naming the path).
 inline constexpr int serial_max_depth = 256;
+/// The reader's memory budget: decoding a document of n bytes may build objects that take at most
+/// serial_memory_per_byte * n + serial_memory_base bytes (counted as sizeof of each element, list,
+/// map entry, string and shared object it creates, plus a heap block's overhead for each allocation).
+/// A document past it is refused (DATA_LOSS), so an input's worth of empty structs cannot expand into
+/// gigabytes; see docs/serialization.md for the bound on peak memory.
+inline constexpr std::size_t serial_memory_per_byte = 32;
+inline constexpr std::size_t serial_memory_base = std::size_t{16} << 20;
 
 namespace detail {
 
@@ -77,6 +84,7 @@ struct ReadEntry {
   std::shared_ptr<void> (*create)();    // a default-constructed object, most-derived pointer
   Base* (*upcast)(void* most_derived);  // the Base subobject
   bool (*read_fields)(SerialReader&, void* most_derived);
+  std::size_t size;  // sizeof the most-derived type, for the reader's memory budget
 };
 
 /// Registered types that a `shared_ptr<Base>` may hold, by wire name.
@@ -93,30 +101,6 @@ std::string_view serial_type_name() {
   if (auto it = registry.find(typeid(T)); it != registry.end()) return it->second.name;
   return unqualified_type_name<T>();
 }
-
-/// Field I of T's version-1 wire key as MessagePack bytes (str header + name), built at compile time
-/// so the reader of keyed structs compares a constant number of bytes.
-template <typename T, std::size_t I>
-struct EncodedKey {
-  static constexpr std::string_view name = std::get<I>(T::fields()).name;
-  static constexpr std::size_t header = name.size() < 32 ? 1 : name.size() <= 0xff ? 2 : 3;
-  static constexpr auto bytes = [] {
-    static_assert(name.size() <= 0xffff, "rml: a field name longer than 65535 bytes");
-    std::array<std::uint8_t, header + name.size()> a{};
-    if constexpr (header == 1) {
-      a[0] = static_cast<std::uint8_t>(0xa0 | name.size());
-    } else if constexpr (header == 2) {
-      a[0] = 0xd9;
-      a[1] = static_cast<std::uint8_t>(name.size());
-    } else {
-      a[0] = 0xda;
-      a[1] = static_cast<std::uint8_t>(name.size() >> 8);
-      a[2] = static_cast<std::uint8_t>(name.size() & 0xff);
-    }
-    for (std::size_t i = 0; i < name.size(); ++i) a[header + i] = static_cast<std::uint8_t>(name[i]);
-    return a;
-  }();
-};
 
 /// True when `v` holds what `d`, a default, holds, so that a writer may leave it out: equal scalars
 /// (bit for bit), strings and structs, and empty containers, optionals, pointers and tensors.
@@ -152,8 +136,6 @@ inline constexpr std::string_view key_id = "id";
 inline constexpr std::string_view key_ref = "ref";
 inline constexpr std::string_view key_fields = "fields";
 inline constexpr std::string_view storage_type_name = "Storage";
-/// `{"ref": ` as MessagePack bytes: a map of one entry and the key.
-inline constexpr std::array<std::uint8_t, 5> ref_prefix = {0x81, 0xa3, 'r', 'e', 'f'};
 
 }  // namespace detail
 }  // namespace rml
