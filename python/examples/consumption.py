@@ -35,7 +35,7 @@ except rml.InvalidArgumentError as error:
 again["encoder"].finalize()
 try:
     rml.graph.merge(again, connections)
-except rml.FailedPreconditionError as error:
+except rml.InvalidArgumentError as error:   # a FailedPreconditionError is also an InvalidArgumentError
     print(error.code_name, "|", error)
 # FAILED_PRECONDITION | merge: part 'encoder' is finalized; merge before finalize()
 print(io(again["encoder"]), "|", io(again["head"]))   # x -> h | h -> y

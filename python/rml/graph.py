@@ -17,7 +17,7 @@ Endpoint = Union[str, Tuple[str, str]]
 Connection = Tuple[Endpoint, Endpoint]
 
 __all__ = ["merge", "split", "extract", "min_value_cut", "CrossDevice", "Device", "Edge", "Graph", "IoNames",
-           "NameKind", "Node", "NodeKind", "OpCode", "Rename", "Value", "ValueCut"]
+           "ModelGraph", "NameKind", "Node", "NodeKind", "OpCode", "Rename", "Value", "ValueCut"]
 
 
 def _endpoint(end: Endpoint, which: str, index: int) -> Tuple[str, str]:
@@ -86,3 +86,13 @@ def extract(graph: Graph, inputs: Sequence[Union[Value, str]], outputs: Sequence
 def min_value_cut(graph: Graph, min_flops_before: float = 0.0, max_flops_before: float = 1.0) -> ValueCut:
     """`graph.min_value_cut(...)`: the cut through values that hands the fewest bytes from one side to the other."""
     return graph.min_value_cut(min_flops_before, max_flops_before)
+
+
+# The merge-and-split guide's spellings, so its programs run with only the module name changed: its graph class
+# and CamelCase enumerators name the same objects as rml's (NodeKind.Input is NodeKind.input).
+ModelGraph = Graph
+NodeKind.Input = NodeKind.input
+NodeKind.Op = NodeKind.op
+NameKind.Node = NameKind.node
+NameKind.Input = NameKind.input
+NameKind.Output = NameKind.output

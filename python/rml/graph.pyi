@@ -7,6 +7,8 @@ from . import (
     ValueCut as ValueCut,
 )
 
+ModelGraph = Graph
+
 Parts = Union[Mapping[str, Graph], Iterable[Tuple[str, Graph]]]
 Endpoint = Union[str, Tuple[str, str]]
 Connection = Tuple[Endpoint, Endpoint]

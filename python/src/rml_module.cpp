@@ -67,22 +67,30 @@ void define_errors(py::module_& m) {
   struct Row {
     Code code;
     const char* name;
+    Code parent;        // the rml class it derives from (Code::ok: rml.Error itself)
     PyObject* builtin;  // a standard exception the class also derives from, so generic handlers work
     const char* doc;
   };
+  // FailedPreconditionError is an InvalidArgumentError: a graph the call cannot take in its present
+  // state (finalized, consumed) is an argument it cannot take now, so `except InvalidArgumentError`
+  // around a merge catches both, and `except FailedPreconditionError` tells them apart. Rows come
+  // parents first.
   const Row rows[] = {
-      {Code::invalid_argument, "InvalidArgumentError", PyExc_ValueError,
+      {Code::invalid_argument, "InvalidArgumentError", Code::ok, PyExc_ValueError,
        "An argument the call cannot take (INVALID_ARGUMENT); also a ValueError."},
-      {Code::failed_precondition, "FailedPreconditionError", nullptr,
-       "A graph the call cannot take in its present state, e.g. a finalized one (FAILED_PRECONDITION)."},
-      {Code::not_found, "NotFoundError", PyExc_LookupError,
+      {Code::failed_precondition, "FailedPreconditionError", Code::invalid_argument, nullptr,
+       "A graph the call cannot take in its present state, e.g. a finalized one (FAILED_PRECONDITION); also an "
+       "InvalidArgumentError and a ValueError."},
+      {Code::not_found, "NotFoundError", Code::ok, PyExc_LookupError,
        "A missing file, node or value (NOT_FOUND); also a LookupError."},
-      {Code::out_of_range, "OutOfRangeError", PyExc_IndexError,
+      {Code::out_of_range, "OutOfRangeError", Code::ok, PyExc_IndexError,
        "An index outside its range, e.g. a gather index at run time (OUT_OF_RANGE); also an IndexError."},
-      {Code::unsupported, "UnsupportedError", PyExc_NotImplementedError,
+      {Code::unsupported, "UnsupportedError", Code::ok, PyExc_NotImplementedError,
        "Something this build or format version does not support (UNSUPPORTED); also a NotImplementedError."},
-      {Code::data_loss, "DataLossError", nullptr, "Truncated or corrupt data (DATA_LOSS)."},
-      {Code::internal, "InternalError", nullptr, "A bug, or a foreign exception inside a C++ call (INTERNAL)."},
+      {Code::data_loss, "DataLossError", Code::ok, nullptr,
+       "Truncated or corrupt data, or a model's two files from different saves (DATA_LOSS)."},
+      {Code::internal, "InternalError", Code::ok, nullptr,
+       "A bug, or a foreign exception inside a C++ call (INTERNAL)."},
   };
   py::dict base_attrs("code_name"_a = "UNKNOWN", "code"_a = py::none());
   PyObject* base = PyErr_NewExceptionWithDoc("rml.Error", "The base class of every error rml raises.", PyExc_Exception,
@@ -92,8 +100,8 @@ void define_errors(py::module_& m) {
   m.add_object("Error", py::handle(base));
   for (const Row& row : rows) {
     py::dict attrs("code_name"_a = std::string(code_name(row.code)), "code"_a = py::cast(row.code));
-    py::tuple bases =
-        row.builtin ? py::make_tuple(py::handle(base), py::handle(row.builtin)) : py::make_tuple(py::handle(base));
+    const py::handle parent(error_classes[static_cast<std::size_t>(row.parent)]);
+    py::tuple bases = row.builtin ? py::make_tuple(parent, py::handle(row.builtin)) : py::make_tuple(parent);
     const std::string qualified = std::string("rml.") + row.name;
     PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), row.doc, bases.ptr(), attrs.ptr());
     if (cls == nullptr) throw py::error_already_set();
@@ -523,18 +531,58 @@ Graph trace_graph(const py::function& fn, const std::vector<TensorSpec>& signatu
 // ---------------------------------------------------------------------------------------------
 // Serialization
 
-py::bytes graph_bytes(const Graph& g) {
-  const std::vector<std::uint8_t> bytes = serialize(g);
+/// What rml.serialize writes and rml.deserialize reads: each Python class backed by a reflected C++
+/// type (a Graph is written as its GraphDef, weights included).
+constexpr const char* serializable_types = "Graph, Tensor, TensorType and Device";
+
+template <typename T>
+py::bytes serialize_as(const T& value) {
+  if constexpr (std::is_same_v<T, Graph>) check(detail::verify_weights(value));  // weights cut short: DATA_LOSS
+  const std::vector<std::uint8_t> bytes = serialize(value);
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
-Graph graph_from_buffer(const py::buffer& data) {
-  const py::buffer_info info = data.request();
+/// Calls f(value) with the C++ object behind `obj`, one of serializable_types.
+template <typename F>
+decltype(auto) visit_serializable(const py::handle& obj, const char* what, F&& f) {
+  if (py::isinstance<Graph>(obj)) return f(obj.cast<const Graph&>());
+  if (py::isinstance<Tensor>(obj)) return f(obj.cast<const Tensor&>());
+  if (py::isinstance<TensorType>(obj)) return f(obj.cast<const TensorType&>());
+  if (py::isinstance<Device>(obj)) return f(obj.cast<const Device&>());
+  throw Error(Code::invalid_argument, std::string(what) + ": rml serializes " + serializable_types + ", not " +
+                                          std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
+}
+
+py::bytes serialize_object(const py::object& obj) {
+  return visit_serializable(obj, "serialize", [](const auto& value) { return serialize_as(value); });
+}
+
+template <typename T>
+py::object read_as(std::span<const std::uint8_t> bytes) {
+  return py::cast(unwrap(deserialize<T>(bytes)));
+}
+
+/// The `type` object (rml.Graph, the default, rml.Tensor, ...) that a document holds.
+py::object deserialize_bytes(std::span<const std::uint8_t> bytes, const py::handle& type) {
+  if (type.is(py::type::of<Graph>())) return read_as<Graph>(bytes);
+  if (type.is(py::type::of<Tensor>())) return read_as<Tensor>(bytes);
+  if (type.is(py::type::of<TensorType>())) return read_as<TensorType>(bytes);
+  if (type.is(py::type::of<Device>())) return read_as<Device>(bytes);
+  throw Error(Code::invalid_argument, std::string("deserialize: type must be one of ") + serializable_types + ", not " +
+                                          std::string(py::repr(type)));
+}
+
+std::span<const std::uint8_t> buffer_bytes(const py::buffer_info& info) {
   if (info.ndim != 1 || info.strides[0] != info.itemsize)
     throw Error(Code::invalid_argument, "deserialize: pass bytes, a bytearray or a contiguous one-dimensional buffer");
-  const std::span<const std::uint8_t> bytes(static_cast<const std::uint8_t*>(info.ptr),
-                                            static_cast<std::size_t>(info.size * info.itemsize));
-  return unwrap(deserialize<Graph>(bytes));
+  return {static_cast<const std::uint8_t*>(info.ptr), static_cast<std::size_t>(info.size * info.itemsize)};
+}
+
+py::bytes graph_bytes(const Graph& g) { return serialize_as(g); }
+
+Graph graph_from_buffer(const py::buffer& data) {
+  const py::buffer_info info = data.request();
+  return unwrap(deserialize<Graph>(buffer_bytes(info)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -601,6 +649,9 @@ void define_core(py::module_& m) {
       .def_static("gpu", &Device::gpu, "The accelerator when this build has one, otherwise cpu(0).")
       .def_static("has_accelerator", &Device::has_accelerator)
       .def_readonly("kind", &Device::kind)
+      .def_property_readonly(
+          "type", [](const Device& d) { return d.is_cpu() ? "cpu" : "gpu"; },
+          "'cpu' or 'gpu': the kind as text (Device.gpu() is 'cpu' on a host with no accelerator).")
       .def_readonly("index", &Device::index)
       .def("is_cpu", &Device::is_cpu)
       .def("__eq__",
@@ -943,14 +994,16 @@ void define_graph(py::module_& m) {
 void define_io_and_serial(py::module_& m) {
   m.def(
       "load_graph",
-      [](const std::filesystem::path& stem) {
+      [](const std::filesystem::path& stem, bool mmap) {
         Result<Graph> graph = [&] {
           py::gil_scoped_release nogil;
-          return load_graph(stem);
+          return load_graph(stem, LoadOptions{mmap});
         }();
         return unwrap(std::move(graph));
       },
-      "stem"_a, "Loads <stem>.json and, when it exists, <stem>.safetensors (weights are mapped, not copied).");
+      "stem"_a, "mmap"_a = true,
+      "Loads <stem>.json and the <stem>.safetensors saved with it (weights mapped, not copied; mmap=False reads "
+      "them into memory).");
   m.def(
       "save_graph", [](const Graph& g, const std::filesystem::path& stem) { check(save_graph(g, stem)); }, "graph"_a,
       "stem"_a, "Writes <stem>.json and <stem>.safetensors.");
@@ -958,16 +1011,40 @@ void define_io_and_serial(py::module_& m) {
       "parse_graph", [](std::string_view json) { return unwrap(parse_graph(json, nullptr)); }, "json"_a,
       "A graph from rml-graph JSON whose constants are all inline.");
 
-  m.def("serialize", &graph_bytes, "graph"_a,
-        "The graph as one self-contained rml-msgpack document (weights included).");
-  m.def("deserialize", &graph_from_buffer, "data"_a,
-        "The graph serialize() wrote; DataLossError for truncated or corrupt bytes.");
+  m.def("serialize", &serialize_object, "obj"_a,
+        "One self-contained rml-msgpack document holding a Graph (weights included), Tensor, TensorType or Device.");
   m.def(
-      "serialize_to_file", [](const Graph& g, const std::filesystem::path& path) { check(serialize_to_file(g, path)); },
-      "graph"_a, "path"_a);
+      "deserialize",
+      [](const py::buffer& data, const py::object& type) {
+        const py::buffer_info info = data.request();
+        return deserialize_bytes(buffer_bytes(info), type);
+      },
+      "data"_a, "type"_a = py::type::of<Graph>(),
+      "The `type` (rml.Graph by default, rml.Tensor, rml.TensorType, rml.Device) that serialize() wrote; "
+      "InvalidArgumentError when the document holds another type, DataLossError for truncated or corrupt bytes.");
+  m.def(
+      "serialize_to_file",
+      [](const py::object& obj, const std::filesystem::path& path) {
+        visit_serializable(obj, "serialize_to_file", [&](const auto& value) { check(serialize_to_file(value, path)); });
+      },
+      "obj"_a, "path"_a, "Writes serialize(obj) to `path`, replacing it atomically (a failure leaves the old file).");
   m.def(
       "deserialize_from_file",
-      [](const std::filesystem::path& path) { return unwrap(deserialize_from_file<Graph>(path)); }, "path"_a);
+      [](const std::filesystem::path& path, const py::object& type) {
+        std::string bytes;
+        {
+          py::gil_scoped_release nogil;
+          Result<std::string> text = detail::read_file(path);
+          if (!text.ok()) throw_status(text.error());
+          bytes = std::move(*text);
+        }
+        try {
+          return deserialize_bytes({reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()}, type);
+        } catch (const Error& e) {
+          throw_status(e.status().with_prefix(path.string() + ": "));
+        }
+      },
+      "path"_a, "type"_a = py::type::of<Graph>(), "The `type` that serialize_to_file wrote to `path`.");
   m.def(
       "structural_equal",
       [](const Graph& a, const Graph& b, bool map_names) {

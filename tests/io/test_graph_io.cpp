@@ -92,17 +92,37 @@ TEST_CASE("save_graph then load_graph is structurally equal, weights bit-identic
   REQUIRE_MESSAGE(again.ok(), again.status().to_string());
   CHECK_MESSAGE(assert_structural_equal(graph.def(), again->def()).ok(),
                 assert_structural_equal(graph.def(), again->def()).message());
-  // ... and through a second generation, byte for byte the same files.
+  // ... and through a second generation, byte for byte the same files but for the pair id that
+  // binds each JSON to its weights (random, 32 hex digits, in both files).
   REQUIRE(save_graph(*again, dir / "copy2").ok());
-  CHECK(rml::testing::read_text(dir / "copy.json") == rml::testing::read_text(dir / "copy2.json"));
-  CHECK(rml::testing::read_text(dir / "copy.safetensors") == rml::testing::read_text(dir / "copy2.safetensors"));
+  const auto pair_of = [](const std::string& json) {
+    const std::size_t at = json.find(R"("pair": ")");
+    return at == std::string::npos ? std::string() : json.substr(at + 9, 32);
+  };
+  const auto with_pair = [](std::string text, const std::string& from, const std::string& to) {
+    for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at))
+      text.replace(at, from.size(), to);
+    return text;
+  };
+  const std::string json1 = rml::testing::read_text(dir / "copy.json");
+  const std::string json2 = rml::testing::read_text(dir / "copy2.json");
+  const std::string pair1 = pair_of(json1);
+  const std::string pair2 = pair_of(json2);
+  REQUIRE(pair1.size() == 32);
+  REQUIRE(pair2.size() == 32);
+  CHECK(pair1 != pair2);
+  CHECK(json1 == with_pair(json2, pair2, pair1));
+  const std::string weights1 = rml::testing::read_text(dir / "copy.safetensors");
+  CHECK(weights1.find(pair1) != std::string::npos);
+  CHECK(weights1 == with_pair(rml::testing::read_text(dir / "copy2.safetensors"), pair2, pair1));
 }
 
 TEST_CASE("attributes, origins, devices, inline constants and metadata round-trip") {
   GraphDef g;
   g.name = "attrs";
   g.producer = "test \"quoted\"\n";
-  g.values = {{"x", {DType::f32, {2, 2}}}, {"k", {DType::i32, {3}}}, {"s", {DType::f32, {}}}, {"y", {DType::f32, {2, 2}}}};
+  g.values = {
+      {"x", {DType::f32, {2, 2}}}, {"k", {DType::i32, {3}}}, {"s", {DType::f32, {}}}, {"y", {DType::f32, {2, 2}}}};
   g.inputs = {0};
   g.outputs = {3};
   g.constants.push_back({1, "", Tensor::from_vector<std::int32_t>({1, -2, 2147483647}, {3}), true});
@@ -112,8 +132,13 @@ TEST_CASE("attributes, origins, devices, inline constants and metadata round-tri
   n.inputs = {0, 1, 2};
   n.outputs = {3};
   n.name = "n0";
-  n.attrs = {{"i", std::int64_t{-3}}, {"f", 0.1}, {"whole", 2.0}, {"b", true}, {"s", std::string("tanh")},
-             {"ints", std::vector<std::int64_t>{1, -1}}, {"floats", std::vector<double>{0.5, 1e-30, 3.0}},
+  n.attrs = {{"i", std::int64_t{-3}},
+             {"f", 0.1},
+             {"whole", 2.0},
+             {"b", true},
+             {"s", std::string("tanh")},
+             {"ints", std::vector<std::int64_t>{1, -1}},
+             {"floats", std::vector<double>{0.5, 1e-30, 3.0}},
              {"empty", std::vector<std::int64_t>{}}};
   n.origin = Origin{"layers.2", "model.py", 41};
   n.device = Device::cpu(1);
@@ -169,73 +194,141 @@ TEST_CASE("malformed models: each refused with its code, naming the place") {
   const auto node = [&](const std::string& n) { return base_json("", n); };
   const std::vector<BadCase> cases = {
       {"JSON syntax", R"({"format": "rml-graph",)", w, Code::invalid_argument, "not valid JSON"},
-      {"JSON syntax mid-way", replace(base, R"("inputs": [0])", R"("inputs": [0,,])"), w, Code::invalid_argument, "inputs[1]"},
-      {"JSON syntax in a string", replace(base, R"("name": "x")", "\"name\": \"x\n"), w, Code::invalid_argument, "not valid JSON"},
+      {"JSON syntax mid-way", replace(base, R"("inputs": [0])", R"("inputs": [0,,])"), w, Code::invalid_argument,
+       "inputs[1]"},
+      {"JSON syntax in a string", replace(base, R"("name": "x")", "\"name\": \"x\n"), w, Code::invalid_argument,
+       "not valid JSON"},
       {"not an object", "[1, 2]", w, Code::invalid_argument, "the document must be a JSON object"},
       {"trailing content", base + " {}", w, Code::invalid_argument, "not valid JSON"},
       {"format missing", replace(base, R"("format": "rml-graph", )", ""), w, Code::invalid_argument, "format: missing"},
-      {"format wrong", replace(base, "rml-graph", "onnx"), w, Code::invalid_argument, "format: 'onnx' is not 'rml-graph'"},
-      {"format not a string", replace(base, R"("rml-graph")", "7"), w, Code::invalid_argument, "format: must be a string"},
-      {"version newer", replace(base, R"("version": 1)", R"("version": 2)"), w, Code::unsupported, "version: 2 is newer than this reader"},
-      {"version newer wins over later errors", replace(replace(base, R"("version": 1)", R"("version": 9)"), R"("inputs": [0])", R"("inputs": [99])"), w, Code::unsupported, "version: 9"},
-      {"version a string", replace(base, R"("version": 1)", R"("version": "1")"), w, Code::invalid_argument, "version: must be an integer"},
-      {"version zero", replace(base, R"("version": 1)", R"("version": 0)"), w, Code::invalid_argument, "version: 0 is not a valid version"},
+      {"format wrong", replace(base, "rml-graph", "onnx"), w, Code::invalid_argument,
+       "format: 'onnx' is not 'rml-graph'"},
+      {"format not a string", replace(base, R"("rml-graph")", "7"), w, Code::invalid_argument,
+       "format: must be a string"},
+      {"version newer", replace(base, R"("version": 1)", R"("version": 2)"), w, Code::unsupported,
+       "version: 2 is newer than this reader"},
+      {"version newer wins over later errors",
+       replace(replace(base, R"("version": 1)", R"("version": 9)"), R"("inputs": [0])", R"("inputs": [99])"), w,
+       Code::unsupported, "version: 9"},
+      {"version a string", replace(base, R"("version": 1)", R"("version": "1")"), w, Code::invalid_argument,
+       "version: must be an integer"},
+      {"version zero", replace(base, R"("version": 1)", R"("version": 0)"), w, Code::invalid_argument,
+       "version: 0 is not a valid version"},
       {"version missing", replace(base, R"("version": 1,)", ""), w, Code::invalid_argument, "version: missing"},
-      {"values not a list", replace(base, R"("values": [)", R"("values": 3, "v": [)"), w, Code::invalid_argument, "values: must be a list"},
+      {"values not a list", replace(base, R"("values": [)", R"("values": 3, "v": [)"), w, Code::invalid_argument,
+       "values: must be a list"},
       {"values missing", replace(base, R"("values": [)", R"("vals": [)"), w, Code::invalid_argument, "values: missing"},
       {"nodes missing", replace(base, R"("nodes": [)", R"("nods": [)"), w, Code::invalid_argument, "nodes: missing"},
       {"outputs missing", replace(base, R"("outputs": [2],)", ""), w, Code::invalid_argument, "outputs: missing"},
-      {"value not an object", replace(base, R"({"name": "w", "dtype": "f32", "shape": [3]})", "5"), w, Code::invalid_argument, "values[1]: must be an object"},
-      {"dtype missing", replace(base, R"("name": "w", "dtype": "f32",)", R"("name": "w",)"), w, Code::invalid_argument, "values[1]: dtype is missing"},
-      {"shape missing", replace(base, R"("dtype": "f32", "shape": [3]})", R"("dtype": "f32"})"), w, Code::invalid_argument, "values[1]: shape is missing"},
-      {"dtype unknown", replace(base, R"("name": "w", "dtype": "f32")", R"("name": "w", "dtype": "f16")"), w, Code::invalid_argument, "values[1].dtype: 'f16' is not f32 or i32"},
-      {"shape negative", replace(base, R"("shape": [2, 3]}, {"name": "w")", R"("shape": [2, -3]}, {"name": "w")"), w, Code::invalid_argument, "values[0].shape[1]: dimension -3 is negative"},
-      {"shape float", replace(base, R"("shape": [3]})", R"("shape": [3.5]})"), w, Code::invalid_argument, "values[1].shape[0]: must be an integer"},
-      {"shape overflowing", replace(base, R"("shape": [3]})", R"("shape": [4611686018427387904, 4]})"), w, Code::invalid_argument, "values[1].shape: [4611686018427387904, 4] overflows"},
-      {"shape not a list", replace(base, R"("shape": [3]})", R"("shape": 3})"), w, Code::invalid_argument, "values[1].shape: must be a list"},
-      {"name not a string", replace(base, R"("name": "w")", R"("name": ["w"])"), w, Code::invalid_argument, "values[1].name: must be a string"},
-      {"input id out of range", replace(base, R"("inputs": [0])", R"("inputs": [9])"), w, Code::invalid_argument, "inputs[0]: value id 9 is out of range (the graph has 3 values)"},
-      {"input id negative", replace(base, R"("inputs": [0])", R"("inputs": [-1])"), w, Code::invalid_argument, "inputs[0]: value id -1 is out of range"},
-      {"output id a string", replace(base, R"("outputs": [2])", R"("outputs": ["y"])"), w, Code::invalid_argument, "outputs[0]: must be an integer"},
-      {"node input out of range", node(R"({"op": "add", "inputs": [0, 42], "outputs": [2]})"), w, Code::invalid_argument, "nodes[0].inputs[1]: value id 42 is out of range"},
-      {"node output out of range", node(R"({"op": "add", "inputs": [0, 1], "outputs": [3]})"), w, Code::invalid_argument, "nodes[0].outputs[0]: value id 3 is out of range"},
-      {"node op missing", node(R"({"inputs": [0, 1], "outputs": [2]})"), w, Code::invalid_argument, "nodes[0]: op is missing"},
-      {"node op not a string", node(R"({"op": 3, "inputs": [0, 1], "outputs": [2]})"), w, Code::invalid_argument, "nodes[0].op: must be a string"},
-      {"node inputs missing", node(R"({"op": "add", "outputs": [2]})"), w, Code::invalid_argument, "nodes[0]: inputs is missing"},
-      {"node outputs not a list", node(R"({"op": "add", "inputs": [0, 1], "outputs": 2})"), w, Code::invalid_argument, "nodes[0].outputs: must be a list of value ids"},
+      {"value not an object", replace(base, R"({"name": "w", "dtype": "f32", "shape": [3]})", "5"), w,
+       Code::invalid_argument, "values[1]: must be an object"},
+      {"dtype missing", replace(base, R"("name": "w", "dtype": "f32",)", R"("name": "w",)"), w, Code::invalid_argument,
+       "values[1]: dtype is missing"},
+      {"shape missing", replace(base, R"("dtype": "f32", "shape": [3]})", R"("dtype": "f32"})"), w,
+       Code::invalid_argument, "values[1]: shape is missing"},
+      {"dtype unknown", replace(base, R"("name": "w", "dtype": "f32")", R"("name": "w", "dtype": "f16")"), w,
+       Code::invalid_argument, "values[1].dtype: 'f16' is not f32 or i32"},
+      {"shape negative", replace(base, R"("shape": [2, 3]}, {"name": "w")", R"("shape": [2, -3]}, {"name": "w")"), w,
+       Code::invalid_argument, "values[0].shape[1]: dimension -3 is negative"},
+      {"shape float", replace(base, R"("shape": [3]})", R"("shape": [3.5]})"), w, Code::invalid_argument,
+       "values[1].shape[0]: must be an integer"},
+      {"shape overflowing", replace(base, R"("shape": [3]})", R"("shape": [4611686018427387904, 4]})"), w,
+       Code::invalid_argument, "values[1].shape: [4611686018427387904, 4] overflows"},
+      {"shape not a list", replace(base, R"("shape": [3]})", R"("shape": 3})"), w, Code::invalid_argument,
+       "values[1].shape: must be a list"},
+      {"name not a string", replace(base, R"("name": "w")", R"("name": ["w"])"), w, Code::invalid_argument,
+       "values[1].name: must be a string"},
+      {"input id out of range", replace(base, R"("inputs": [0])", R"("inputs": [9])"), w, Code::invalid_argument,
+       "inputs[0]: value id 9 is out of range (the graph has 3 values)"},
+      {"input id negative", replace(base, R"("inputs": [0])", R"("inputs": [-1])"), w, Code::invalid_argument,
+       "inputs[0]: value id -1 is out of range"},
+      {"output id a string", replace(base, R"("outputs": [2])", R"("outputs": ["y"])"), w, Code::invalid_argument,
+       "outputs[0]: must be an integer"},
+      {"node input out of range", node(R"({"op": "add", "inputs": [0, 42], "outputs": [2]})"), w,
+       Code::invalid_argument, "nodes[0].inputs[1]: value id 42 is out of range"},
+      {"node output out of range", node(R"({"op": "add", "inputs": [0, 1], "outputs": [3]})"), w,
+       Code::invalid_argument, "nodes[0].outputs[0]: value id 3 is out of range"},
+      {"node op missing", node(R"({"inputs": [0, 1], "outputs": [2]})"), w, Code::invalid_argument,
+       "nodes[0]: op is missing"},
+      {"node op not a string", node(R"({"op": 3, "inputs": [0, 1], "outputs": [2]})"), w, Code::invalid_argument,
+       "nodes[0].op: must be a string"},
+      {"node inputs missing", node(R"({"op": "add", "outputs": [2]})"), w, Code::invalid_argument,
+       "nodes[0]: inputs is missing"},
+      {"node outputs not a list", node(R"({"op": "add", "inputs": [0, 1], "outputs": 2})"), w, Code::invalid_argument,
+       "nodes[0].outputs: must be a list of value ids"},
       {"node not an object", node(R"([1])"), w, Code::invalid_argument, "nodes[0]: must be an object"},
-      {"value defined twice", node(R"({"op": "add", "inputs": [0, 1], "outputs": [0]})"), w, Code::invalid_argument, "nodes[0].outputs[0]: value 0 (x) is already defined by inputs[0]"},
-      {"value defined twice by nodes", base_json(R"(, {"name": "z", "dtype": "f32", "shape": [2, 3]})", R"({"op": "add", "inputs": [0, 1], "outputs": [2]}, {"op": "relu", "inputs": [2], "outputs": [2]}, {"op": "relu", "inputs": [2], "outputs": [3]})"), w, Code::invalid_argument, "nodes[1].outputs[0]: value 2 (y) is already defined by nodes[0].outputs[0]"},
-      {"read before defined", base_json(R"(, {"name": "z", "dtype": "f32", "shape": [2, 3]})", R"({"op": "relu", "inputs": [3], "outputs": [2]}, {"op": "add", "inputs": [0, 1], "outputs": [3]})"), w, Code::invalid_argument, "nodes[0].inputs[0]: value 3 (z) is read before it is defined"},
-      {"never defined", base_json(R"(, {"name": "z", "dtype": "f32", "shape": [2, 3]})"), w, Code::invalid_argument, "values[3]: value 3 (z) is never defined"},
-      {"input twice", replace(base, R"("inputs": [0])", R"("inputs": [0, 0])"), w, Code::invalid_argument, "inputs[1]: value 0 (x) is already defined by inputs[0]"},
-      {"constant is an input", replace(base, R"("inputs": [0])", R"("inputs": [0, 1])"), w, Code::invalid_argument, "constants[0]: value 1 (w) is already defined by inputs[1]"},
-      {"constant value missing", replace(base, R"({"value": 1, "tensor": "w"})", R"({"tensor": "w"})"), w, Code::invalid_argument, "constants[0]: value is missing"},
-      {"constant tensor and data", replace(base, R"("tensor": "w")", R"("tensor": "w", "data": [1, 2, 3])"), w, Code::invalid_argument, "constants[0]: needs exactly one of"},
-      {"constant id out of range", replace(base, R"({"value": 1, "tensor": "w"})", R"({"value": 7, "tensor": "w"})"), w, Code::invalid_argument, "constants[0].value: value id 7 is out of range"},
-      {"inline data count", replace(base, R"("tensor": "w")", R"("data": [1, 2])"), "", Code::invalid_argument, "constants[0].data: 2 numbers, but value 1 (w) is recorded as f32 [3] (3 elements)"},
-      {"inline data not numbers", replace(base, R"("tensor": "w")", R"("data": [1, "2", 3])"), "", Code::invalid_argument, "constants[0].data[1]: must be a number"},
-      {"inline i32 not integral", replace(replace(base, R"("name": "w", "dtype": "f32")", R"("name": "w", "dtype": "i32")"), R"("tensor": "w")", R"("data": [1, 2.5, 3])"), "", Code::invalid_argument, "constants[0].data[1]: is not an i32"},
-      {"inline i32 out of range", replace(replace(base, R"("name": "w", "dtype": "f32")", R"("name": "w", "dtype": "i32")"), R"("tensor": "w")", R"("data": [1, 4294967296, 3])"), "", Code::invalid_argument, "constants[0].data[1]: is not an i32"},
-      {"stored tensor missing", replace(base, R"("tensor": "w")", R"("tensor": "nope")"), w, Code::invalid_argument, "constants[0]: tensor 'nope' is not in"},
-      {"no weights file", base, "", Code::invalid_argument, "constants[0]: tensor 'w' needs a weights file, and there is none"},
-      {"stored dtype differs", base, weights_bytes("I32"), Code::invalid_argument, "constants[0]: tensor 'w' is stored as i32 [3] but value 1 (w) is recorded as f32 [3]"},
-      {"stored shape differs", base, weights_bytes("F32", "[3, 1]"), Code::invalid_argument, "constants[0]: tensor 'w' is stored as f32 [3, 1] but value 1 (w) is recorded as f32 [3]"},
-      {"stored as F16", base, weights_bytes("F16", "[3]", 6), Code::invalid_argument, "constants[0]: tensor 'w' is stored as F16"},
+      {"value defined twice", node(R"({"op": "add", "inputs": [0, 1], "outputs": [0]})"), w, Code::invalid_argument,
+       "nodes[0].outputs[0]: value 0 (x) is already defined by inputs[0]"},
+      {"value defined twice by nodes",
+       base_json(
+           R"(, {"name": "z", "dtype": "f32", "shape": [2, 3]})",
+           R"({"op": "add", "inputs": [0, 1], "outputs": [2]}, {"op": "relu", "inputs": [2], "outputs": [2]}, {"op": "relu", "inputs": [2], "outputs": [3]})"),
+       w, Code::invalid_argument, "nodes[1].outputs[0]: value 2 (y) is already defined by nodes[0].outputs[0]"},
+      {"read before defined",
+       base_json(R"(, {"name": "z", "dtype": "f32", "shape": [2, 3]})",
+                 R"({"op": "relu", "inputs": [3], "outputs": [2]}, {"op": "add", "inputs": [0, 1], "outputs": [3]})"),
+       w, Code::invalid_argument, "nodes[0].inputs[0]: value 3 (z) is read before it is defined"},
+      {"never defined", base_json(R"(, {"name": "z", "dtype": "f32", "shape": [2, 3]})"), w, Code::invalid_argument,
+       "values[3]: value 3 (z) is never defined"},
+      {"input twice", replace(base, R"("inputs": [0])", R"("inputs": [0, 0])"), w, Code::invalid_argument,
+       "inputs[1]: value 0 (x) is already defined by inputs[0]"},
+      {"constant is an input", replace(base, R"("inputs": [0])", R"("inputs": [0, 1])"), w, Code::invalid_argument,
+       "constants[0]: value 1 (w) is already defined by inputs[1]"},
+      {"constant value missing", replace(base, R"({"value": 1, "tensor": "w"})", R"({"tensor": "w"})"), w,
+       Code::invalid_argument, "constants[0]: value is missing"},
+      {"constant tensor and data", replace(base, R"("tensor": "w")", R"("tensor": "w", "data": [1, 2, 3])"), w,
+       Code::invalid_argument, "constants[0]: needs exactly one of"},
+      {"constant id out of range", replace(base, R"({"value": 1, "tensor": "w"})", R"({"value": 7, "tensor": "w"})"), w,
+       Code::invalid_argument, "constants[0].value: value id 7 is out of range"},
+      {"inline data count", replace(base, R"("tensor": "w")", R"("data": [1, 2])"), "", Code::invalid_argument,
+       "constants[0].data: 2 numbers, but value 1 (w) is recorded as f32 [3] (3 elements)"},
+      {"inline data not numbers", replace(base, R"("tensor": "w")", R"("data": [1, "2", 3])"), "",
+       Code::invalid_argument, "constants[0].data[1]: must be a number"},
+      {"inline i32 not integral",
+       replace(replace(base, R"("name": "w", "dtype": "f32")", R"("name": "w", "dtype": "i32")"), R"("tensor": "w")",
+               R"("data": [1, 2.5, 3])"),
+       "", Code::invalid_argument, "constants[0].data[1]: is not an i32"},
+      {"inline i32 out of range",
+       replace(replace(base, R"("name": "w", "dtype": "f32")", R"("name": "w", "dtype": "i32")"), R"("tensor": "w")",
+               R"("data": [1, 4294967296, 3])"),
+       "", Code::invalid_argument, "constants[0].data[1]: is not an i32"},
+      {"stored tensor missing", replace(base, R"("tensor": "w")", R"("tensor": "nope")"), w, Code::invalid_argument,
+       "constants[0]: tensor 'nope' is not in"},
+      {"no weights file", base, "", Code::invalid_argument,
+       "constants[0]: tensor 'w' needs a weights file, and there is none"},
+      {"stored dtype differs", base, weights_bytes("I32"), Code::invalid_argument,
+       "constants[0]: tensor 'w' is stored as i32 [3] but value 1 (w) is recorded as f32 [3]"},
+      {"stored shape differs", base, weights_bytes("F32", "[3, 1]"), Code::invalid_argument,
+       "constants[0]: tensor 'w' is stored as f32 [3, 1] but value 1 (w) is recorded as f32 [3]"},
+      {"stored as F16", base, weights_bytes("F16", "[3]", 6), Code::invalid_argument,
+       "constants[0]: tensor 'w' is stored as F16"},
       {"stored as BF16", base, weights_bytes("BF16", "[3]", 6), Code::invalid_argument, "is stored as BF16"},
       {"stored as I64", base, weights_bytes("I64", "[3]", 24), Code::invalid_argument, "is stored as I64"},
-      {"attribute an object", node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "attrs": {"k": {"a": 1}}})"), w, Code::invalid_argument, "nodes[0].attrs.k: must be an integer, a float, a boolean, a string, or a list of numbers"},
-      {"attribute list of strings", node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "attrs": {"k": [1, "a"]}})"), w, Code::invalid_argument, "nodes[0].attrs.k[1]: must be a number"},
-      {"attribute null", node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "attrs": {"k": null}})"), w, Code::invalid_argument, "nodes[0].attrs.k: must be"},
-      {"attrs not an object", node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "attrs": [1]})"), w, Code::invalid_argument, "nodes[0].attrs: must be an object"},
-      {"duplicate key", node(R"({"op": "add", "op": "sub", "inputs": [0, 1], "outputs": [2]})"), w, Code::invalid_argument, "nodes[0]: key 'op' appears twice"},
-      {"origin line a string", node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "origin": {"line": "41"}})"), w, Code::invalid_argument, "nodes[0].origin.line: must be an integer"},
-      {"device unknown", node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "device": "tpu"})"), w, Code::invalid_argument, "nodes[0].device: 'tpu' is not a device"},
-      {"metadata not strings", replace(base, R"("version": 1,)", R"("version": 1, "metadata": {"k": 1},)"), w, Code::invalid_argument, "metadata.k: must be a string"},
+      {"attribute an object", node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "attrs": {"k": {"a": 1}}})"), w,
+       Code::invalid_argument,
+       "nodes[0].attrs.k: must be an integer, a float, a boolean, a string, or a list of numbers"},
+      {"attribute list of strings",
+       node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "attrs": {"k": [1, "a"]}})"), w, Code::invalid_argument,
+       "nodes[0].attrs.k[1]: must be a number"},
+      {"attribute null", node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "attrs": {"k": null}})"), w,
+       Code::invalid_argument, "nodes[0].attrs.k: must be"},
+      {"attrs not an object", node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "attrs": [1]})"), w,
+       Code::invalid_argument, "nodes[0].attrs: must be an object"},
+      {"duplicate key", node(R"({"op": "add", "op": "sub", "inputs": [0, 1], "outputs": [2]})"), w,
+       Code::invalid_argument, "nodes[0]: key 'op' appears twice"},
+      {"origin line a string", node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "origin": {"line": "41"}})"), w,
+       Code::invalid_argument, "nodes[0].origin.line: must be an integer"},
+      {"device unknown", node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "device": "tpu"})"), w,
+       Code::invalid_argument, "nodes[0].device: 'tpu' is not a device"},
+      {"metadata not strings", replace(base, R"("version": 1,)", R"("version": 1, "metadata": {"k": 1},)"), w,
+       Code::invalid_argument, "metadata.k: must be a string"},
       {"truncated weights", base, weights_bytes().substr(0, 5), Code::data_loss, "truncated: 5 bytes"},
-      {"weights header beyond the file", base, std::string("\xff\x00\x00\x00\x00\x00\x00\x00{}", 10), Code::data_loss, "header length 255 goes beyond the end of the file"},
-      {"weights offsets out of range", base, weights_bytes("F32", "[3]", 12).substr(0, weights_bytes().size() - 4), Code::data_loss, "beyond the data section"},
-      {"weights header not JSON", base, std::string("\x04\x00\x00\x00\x00\x00\x00\x00{\"a\"", 12), Code::data_loss, "header"},
+      {"weights header beyond the file", base, std::string("\xff\x00\x00\x00\x00\x00\x00\x00{}", 10), Code::data_loss,
+       "header length 255 goes beyond the end of the file"},
+      {"weights offsets out of range", base, weights_bytes("F32", "[3]", 12).substr(0, weights_bytes().size() - 4),
+       Code::data_loss, "beyond the data section"},
+      {"weights header not JSON", base, std::string("\x04\x00\x00\x00\x00\x00\x00\x00{\"a\"", 12), Code::data_loss,
+       "header"},
   };
   CHECK(cases.size() >= 40);
   TempDir dir;
@@ -273,8 +366,9 @@ TEST_CASE("missing files and directories") {
 
 TEST_CASE("a valid graph with unknown ops and keys loads: op semantics are infer_types' business") {
   TempDir dir;
-  write_text(dir / "u.json", replace(base_json("", R"({"op": "frobnicate", "inputs": [0, 1], "outputs": [2], "future": {"x": [1]}})"),
-                                     R"("version": 1,)", R"("version": 1, "later_key": [1, 2, {"a": null}],)"));
+  write_text(dir / "u.json",
+             replace(base_json("", R"({"op": "frobnicate", "inputs": [0, 1], "outputs": [2], "future": {"x": [1]}})"),
+                     R"("version": 1,)", R"("version": 1, "later_key": [1, 2, {"a": null}],)"));
   write_text(dir / "u.safetensors", weights_bytes());
   auto g = load_graph(dir / "u");
   REQUIRE_MESSAGE(g.ok(), g.status().to_string());

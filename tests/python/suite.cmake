@@ -31,7 +31,8 @@ endforeach()
 # --noconftest: python/tests/conftest.py puts the source python/ first on the path, whose rml/ has no extension.
 add_test(NAME python.bindings
          COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider --noconftest
-                 "${PROJECT_SOURCE_DIR}/python/tests/test_bindings.py")
+                 "${PROJECT_SOURCE_DIR}/python/tests/test_bindings.py"
+                 "${PROJECT_SOURCE_DIR}/python/tests/test_file_safety.py")
 set_tests_properties(python.bindings PROPERTIES LABELS "python" ENVIRONMENT "${_rml_py_env};RML_REQUIRE_BINDINGS=1"
                                                 TIMEOUT 300)
 

@@ -6,6 +6,7 @@
 
 #include <rml/core/equal.hpp>
 #include <rml/ir/graph.hpp>
+#include <rml/serial/serialize.hpp>
 
 #include "serial/test_serial_types.hpp"
 
@@ -104,4 +105,101 @@ TEST_CASE("difference paths reach into tensors, optionals, maps and shared objec
   q.a = std::make_shared<serial_test::Point>(serial_test::Point{1, 3});
   CHECK(assert_structural_equal(p, q).message() == "not structurally equal: a.y: 2 != 3");
   CHECK(assert_structural_equal(p, p).ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Objects behind shared_ptr<Base>: the dynamic type and all of its fields.
+
+namespace serial_test {
+
+// The seed's expression leaves: a variable by name, an integer constant.
+struct Var : Expr {
+  std::string name;
+  static constexpr auto fields() { return std::tuple_cat(Expr::fields(), std::tuple{rml::field("name", &Var::name)}); }
+};
+struct ConstInt : Expr {
+  std::int64_t value = 0;
+  static constexpr auto fields() {
+    return std::tuple_cat(Expr::fields(), std::tuple{rml::field("value", &ConstInt::value)});
+  }
+};
+RML_REGISTER_TYPE(Var, Expr);
+RML_REGISTER_TYPE(ConstInt, Expr);
+
+}  // namespace serial_test
+
+namespace {
+
+using serial_test::Expr;
+
+std::shared_ptr<Expr> var(const std::string& name) {
+  auto v = std::make_shared<serial_test::Var>();
+  v->name = name;
+  return v;
+}
+std::shared_ptr<Expr> int_const(std::int64_t value) {
+  auto c = std::make_shared<serial_test::ConstInt>();
+  c->value = value;
+  return c;
+}
+std::shared_ptr<Expr> add(std::shared_ptr<Expr> lhs, std::shared_ptr<Expr> rhs) {
+  auto a = std::make_shared<serial_test::Add>();
+  a->lhs = std::move(lhs);
+  a->rhs = std::move(rhs);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("through shared_ptr<Base>, the dynamic type and every field of it are compared") {
+  // Different dynamic types never compare equal, whatever their Base fields hold.
+  CHECK(!structural_equal(var("q"), int_const(7)));
+  CHECK(assert_structural_equal(var("q"), int_const(7)).message() ==
+        "not structurally equal: <root>: type Var != ConstInt");
+  // The same type compares its own fields, not only the Base's.
+  CHECK(!structural_equal(int_const(1), int_const(2)));
+  CHECK(assert_structural_equal(add(var("a"), int_const(1)), add(var("b"), int_const(2))).message() ==
+        R"(not structurally equal: lhs.name: "a" != "b")");
+  CHECK(assert_structural_equal(add(var("a"), int_const(1)), add(var("a"), int_const(2))).message() ==
+        "not structurally equal: rhs.value: 1 != 2");
+  CHECK(assert_structural_equal(add(var("a"), int_const(1)), add(int_const(1), int_const(1))).message() ==
+        "not structurally equal: lhs: type Var != ConstInt");
+  // Equal trees, built apart, are equal; so is a tree and itself.
+  const auto tree = add(add(var("x"), int_const(3)), var("y"));
+  CHECK(structural_equal(tree, add(add(var("x"), int_const(3)), var("y"))));
+  CHECK(structural_equal(tree, tree));
+  // In containers, with the path through them.
+  serial_test::Program p, q;
+  p.roots = {tree, var("q")};
+  q.roots = {add(add(var("x"), int_const(3)), var("y")), int_const(7)};
+  CHECK(assert_structural_equal(p, q).message() == "not structurally equal: roots[1]: type Var != ConstInt");
+  // The debug string shows the dynamic type and its fields.
+  CHECK(to_debug_string(p.roots[1]) == R"(Var{label: "", name: "q"})");
+}
+
+TEST_CASE("the round-trip assertion on polymorphic trees can fail") {
+  serial_test::Program p;
+  p.roots = {add(var("a"), int_const(1))};
+  auto back = deserialize<serial_test::Program>(serialize(p));
+  REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  CHECK(assert_structural_equal(p, *back).ok());
+  dynamic_cast<serial_test::ConstInt&>(*dynamic_cast<serial_test::Add&>(*back->roots[0]).rhs).value = 2;
+  CHECK(assert_structural_equal(p, *back).message() == "not structurally equal: roots[0].rhs.value: 1 != 2");
+}
+
+TEST_CASE("an unregistered derived type is never silently equal") {
+  auto a = std::make_shared<serial_test::Unregistered>();
+  auto b = std::make_shared<serial_test::Unregistered>();
+  a->secret = 1;
+  b->secret = 1;
+  const std::shared_ptr<Expr> pa = a;
+  const std::shared_ptr<Expr> pb = b;
+  CHECK(!structural_equal(pa, pb));
+  CHECK(assert_structural_equal(pa, pb).message().find("serial_test::Unregistered is not registered") !=
+        std::string::npos);
+  CHECK(structural_equal(pa, pa));  // the same object
+  rml::register_polymorphic<serial_test::Unregistered>("Unregistered");
+  CHECK(structural_equal(pa, pb));
+  b->secret = 2;
+  CHECK(assert_structural_equal(pa, pb).message() == "not structurally equal: secret: 1 != 2");
 }

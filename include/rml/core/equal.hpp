@@ -2,18 +2,25 @@
 // written once over field descriptors.
 #pragma once
 
+#include <charconv>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <typeindex>
+#include <typeinfo>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#if defined(__GNUG__)
+#include <cxxabi.h>
+#endif
 
 #include "rml/core/reflect.hpp"
 #include "rml/core/status.hpp"
@@ -22,6 +29,48 @@
 namespace rml {
 
 class Graph;  // rml/ir/graph.hpp; compared and printed through its def()
+
+namespace detail {
+
+class EqualContext;
+
+/// How structural_equal and to_debug_string reach the fields of an object held through a
+/// `shared_ptr<Base>` whose dynamic type is a class derived from Base: by its dynamic type.
+/// rml::register_type (RML_REGISTER_TYPE, rml/serial/registry.hpp) fills it for every type it
+/// registers; register_polymorphic below does it for a type that is not serialized.
+struct PolymorphicEntry {
+  std::string name;
+  bool (*equal)(const void* a, const void* b, EqualContext& ctx);  // most-derived pointers, same type
+  void (*print)(std::string& out, const void* p);
+};
+
+inline std::map<std::type_index, PolymorphicEntry>& polymorphic_registry() {
+  static std::map<std::type_index, PolymorphicEntry> registry;
+  return registry;
+}
+
+inline const PolymorphicEntry* find_polymorphic(const std::type_info& type) {
+  const auto& registry = polymorphic_registry();
+  const auto it = registry.find(std::type_index(type));
+  return it == registry.end() ? nullptr : &it->second;
+}
+
+/// A dynamic type's registered name, or its C++ name.
+inline std::string type_label(const std::type_info& type) {
+  if (const PolymorphicEntry* e = find_polymorphic(type)) return e->name;
+#if defined(__GNUG__)
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  if (status == 0 && demangled) {
+    std::string name(demangled);
+    std::free(demangled);
+    return name;
+  }
+#endif
+  return type.name();
+}
+
+}  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 // Debug printing
@@ -56,9 +105,8 @@ void debug_print(std::string& out, const T& v) {
   } else if constexpr (std::is_enum_v<T>) {
     out += std::to_string(static_cast<std::int64_t>(v));
   } else if constexpr (std::is_floating_point_v<T>) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
-    out += buf;
+    char buf[40];  // to_chars: the shortest text that reads back, in any locale
+    out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
   } else if constexpr (std::is_arithmetic_v<T>) {
     out += std::to_string(v);
   } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
@@ -102,10 +150,24 @@ void debug_print(std::string& out, const T& v) {
     }
     out += '}';
   } else if constexpr (is_shared_ptr<T>::value) {
-    if (v)
-      debug_print(out, *v);
-    else
+    if (!v) {
       out += "null";
+      return;
+    }
+    if constexpr (std::is_polymorphic_v<typename T::element_type>) {
+      const auto& object = *v;
+      const std::type_info& type = typeid(object);
+      if (type != typeid(typename T::element_type)) {
+        const PolymorphicEntry* entry = find_polymorphic(type);
+        out += type_label(type);
+        if (entry)
+          entry->print(out, dynamic_cast<const void*>(v.get()));
+        else
+          out += "{...}";
+        return;
+      }
+    }
+    debug_print(out, *v);
   } else if constexpr (is_variant<T>::value) {
     std::visit([&](const auto& x) { debug_print(out, x); }, v);
   } else {
@@ -287,7 +349,24 @@ bool equal_at(const T& a, const T& b, EqualContext& ctx) {
       if (!a && !b) return true;
       return ctx.differ(a ? "object != null" : "null != object");
     }
-    return a.get() == b.get() || equal_at(*a, *b, ctx);
+    if (a.get() == b.get()) return true;
+    if constexpr (std::is_polymorphic_v<typename T::element_type>) {
+      // Compare the dynamic types, then every field of the dynamic type, not only the Base's.
+      const auto& oa = *a;
+      const auto& ob = *b;
+      const std::type_info& ta = typeid(oa);
+      const std::type_info& tb = typeid(ob);
+      if (ta != tb) return ctx.differ_lazy([&] { return "type " + type_label(ta) + " != " + type_label(tb); });
+      if (ta != typeid(typename T::element_type)) {
+        const PolymorphicEntry* entry = find_polymorphic(ta);
+        if (!entry)
+          return ctx.differ_lazy([&] {
+            return "type " + type_label(ta) + " is not registered, so its fields are unknown (RML_REGISTER_TYPE)";
+          });
+        return entry->equal(dynamic_cast<const void*>(a.get()), dynamic_cast<const void*>(b.get()), ctx);
+      }
+    }
+    return equal_at(*a, *b, ctx);
   } else if constexpr (is_variant<T>::value) {
     if (a.index() != b.index())
       return ctx.differ("alternative " + std::to_string(a.index()) + " != " + std::to_string(b.index()));
@@ -305,9 +384,23 @@ bool equal_at(const T& a, const T& b, EqualContext& ctx) {
 
 }  // namespace detail
 
+/// Lets structural_equal and to_debug_string see every field of `Derived` when it is held through
+/// a `shared_ptr` to one of its bases, naming it `name` in messages. RML_REGISTER_TYPE does this
+/// for every type it registers for serialization; call this for a type that is not serialized.
+template <Reflected Derived>
+void register_polymorphic(std::string_view name) {
+  detail::polymorphic_registry()[std::type_index(typeid(Derived))] = detail::PolymorphicEntry{
+      std::string(name),
+      [](const void* a, const void* b, detail::EqualContext& ctx) {
+        return detail::equal_struct(*static_cast<const Derived*>(a), *static_cast<const Derived*>(b), ctx, false);
+      },
+      [](std::string& out, const void* p) { detail::debug_print(out, *static_cast<const Derived*>(p)); }};
+}
+
 /// True when `a` and `b` hold the same fields, recursively (tensors compare dtype, shape, bytes;
-/// a Graph compares its def()). With `options.map_names`, graphs compare up to renaming of
-/// values and nodes.
+/// a Graph compares its def(); an object behind a `shared_ptr<Base>` compares its dynamic type
+/// and, for a type derived from Base, every field of that type). With `options.map_names`,
+/// graphs compare up to renaming of values and nodes.
 template <typename T>
 bool structural_equal(const T& a, const T& b, const EqualOptions& options = {}) {
   detail::EqualContext ctx(options, false);

@@ -33,6 +33,9 @@ class Storage {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   /// False for read-only mappings.
   [[nodiscard]] bool writable() const noexcept { return writable_; }
+  /// OK when every byte is still there to read. Memory always is; a file mapping is not once the
+  /// file shrinks beneath it (reading the lost pages would raise SIGBUS), and says so as DATA_LOSS.
+  [[nodiscard]] virtual Status verify() const { return {}; }
 
  protected:
   Storage(std::byte* data, std::size_t size, bool writable) noexcept : data_(data), size_(size), writable_(writable) {}

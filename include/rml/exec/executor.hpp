@@ -369,6 +369,8 @@ class Executor {
     return create(graph.def(), options);
   }
   static Result<Executor> create(const GraphDef& graph, ExecutorOptions options = {}) {
+    for (const ConstantDef& c : graph.constants)  // mapped weights whose file shrank: DATA_LOSS, not SIGBUS
+      if (c.data.defined()) RML_RETURN_IF_ERROR(c.data.storage()->verify());
     int threads = options.threads;
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     RML_ASSIGN_OR_RETURN(auto program, detail::ProgramBuilder(graph, threads).build());

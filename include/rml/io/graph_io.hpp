@@ -4,8 +4,10 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -39,17 +41,23 @@ inline std::filesystem::path with_suffix(const std::filesystem::path& stem, cons
 // Writes one attribute value; INVALID_ARGUMENT for a float JSON cannot hold (NaN, infinity).
 inline Status json_append_attr(std::string& out, const AttrValue& value, const std::string& where) {
   const auto finite = [&](double d) -> Status {
-    if (!std::isfinite(d)) return invalid_argument(where + ": " + std::to_string(d) + " cannot be written as JSON");
+    if (!std::isfinite(d)) return invalid_argument(where + ": " + number_text(d) + " cannot be written as JSON");
     return {};
   };
   switch (value.index()) {
-    case 0: json_append_int(out, std::get<0>(value)); return {};
+    case 0:
+      json_append_int(out, std::get<0>(value));
+      return {};
     case 1:
       RML_RETURN_IF_ERROR(finite(std::get<1>(value)));
       json_append_double(out, std::get<1>(value));
       return {};
-    case 2: out += std::get<2>(value) ? "true" : "false"; return {};
-    case 3: json_append_string(out, std::get<3>(value)); return {};
+    case 2:
+      out += std::get<2>(value) ? "true" : "false";
+      return {};
+    case 3:
+      json_append_string(out, std::get<3>(value));
+      return {};
     case 4: {
       out += '[';
       const auto& v = std::get<4>(value);
@@ -107,7 +115,8 @@ inline Result<ConstantLayout> layout_constants(const GraphDef& def) {
   for (std::size_t i = 0; i < def.constants.size(); ++i) {
     const ConstantDef& c = def.constants[i];
     const std::string where = "constants[" + std::to_string(i) + "]";
-    if (c.value >= def.values.size()) return invalid_argument(where + ": value id " + std::to_string(c.value) + " is out of range");
+    if (c.value >= def.values.size())
+      return invalid_argument(where + ": value id " + std::to_string(c.value) + " is out of range");
     if (!c.data.defined()) return invalid_argument(where + ": has no data");
     if (c.data.type() != def.values[c.value].type)
       return invalid_argument(where + ": data is " + c.data.type().to_string() + " but value " +
@@ -129,14 +138,33 @@ inline Result<ConstantLayout> layout_constants(const GraphDef& def) {
   return layout;
 }
 
+/// What binds a `<stem>.json` to the one `<stem>.safetensors` written with it: a random 128-bit
+/// pair id, which the weights file's `__metadata__` also holds under `rml.pair`, and the weights
+/// file's size in bytes. Written as `"weights": {"pair": "<32 hex digits>", "bytes": N}`.
+struct WeightsBinding {
+  std::string pair;
+  std::uint64_t bytes = 0;
+};
+
+inline constexpr std::string_view weights_pair_key = "rml.pair";
+
 }  // namespace detail
 
-/// The rml-graph JSON text of `def`, with stored constants named by `layout`.
-inline Result<std::string> graph_to_json(const GraphDef& def, const detail::ConstantLayout& layout) {
+/// The rml-graph JSON text of `def`, with stored constants named by `layout` (and, from
+/// save_graph, the binding to its weights file).
+inline Result<std::string> graph_to_json(const GraphDef& def, const detail::ConstantLayout& layout,
+                                         const detail::WeightsBinding* binding = nullptr) {
   using detail::json_append_string;
   std::string out;
   out.reserve(256 + def.values.size() * 48 + def.nodes.size() * 64);
   out += "{\n  \"format\": \"rml-graph\",\n  \"version\": " + std::to_string(graph_format_version) + ",\n";
+  if (binding) {
+    out += "  \"weights\": {\"pair\": ";
+    json_append_string(out, binding->pair);
+    out += ", \"bytes\": ";
+    detail::json_append_integer(out, binding->bytes);
+    out += "},\n";
+  }
   if (!def.producer.empty()) {
     out += "  \"producer\": ";
     json_append_string(out, def.producer);
@@ -185,8 +213,10 @@ inline Result<std::string> graph_to_json(const GraphDef& def, const detail::Cons
         const auto values = c.data.span<T>();
         for (std::size_t k = 0; k < values.size(); ++k) {
           if (k) out += ", ";
-          if constexpr (std::is_same_v<T, float>) detail::json_append_float(out, values[k]);
-          else out += std::to_string(values[k]);
+          if constexpr (std::is_same_v<T, float>)
+            detail::json_append_float(out, values[k]);
+          else
+            detail::json_append_integer(out, values[k]);
         }
       });
       out += ']';
@@ -199,9 +229,11 @@ inline Result<std::string> graph_to_json(const GraphDef& def, const detail::Cons
     const NodeDef& n = def.nodes[i];
     const std::string where = "nodes[" + std::to_string(i) + "]";
     for (ValueId id : n.inputs)
-      if (id >= def.values.size()) return invalid_argument(where + ": input id " + std::to_string(id) + " is out of range");
+      if (id >= def.values.size())
+        return invalid_argument(where + ": input id " + std::to_string(id) + " is out of range");
     for (ValueId id : n.outputs)
-      if (id >= def.values.size()) return invalid_argument(where + ": output id " + std::to_string(id) + " is out of range");
+      if (id >= def.values.size())
+        return invalid_argument(where + ": output id " + std::to_string(id) + " is out of range");
     out += i ? ",\n    {\"op\": " : "\n    {\"op\": ";
     json_append_string(out, n.op);
     out += ", \"inputs\": ";
@@ -258,51 +290,225 @@ inline Result<std::string> graph_to_json(const GraphDef& def, const detail::Cons
   return out;
 }
 
-/// Reads `<stem>.json` and, when it exists, maps `<stem>.safetensors`; see parse_graph for the
-/// checks. NOT_FOUND when the JSON file is missing; DATA_LOSS when the weights file is damaged;
-/// UNSUPPORTED for a newer format version; INVALID_ARGUMENT otherwise. Every message starts with
-/// the JSON file's path. `stem` may also name the `.json` file itself.
-inline Result<Graph> load_graph(const std::filesystem::path& stem_or_file) {
+/// How load_graph reads the weights file.
+struct LoadOptions {
+  /// Map the weights (zero copies, pages read on first use; the default). False reads them into
+  /// memory: the load costs a read of the whole file, and nothing done to the file afterwards can
+  /// reach the loaded graph (a mapped file cut short under a running program raises SIGBUS at the
+  /// first read of a lost page; see detail::MappedFile).
+  bool mmap = true;
+};
+
+namespace detail {
+
+/// The largest `<stem>.json` load_graph reads.
+inline constexpr std::size_t max_graph_json_bytes = std::size_t{1} << 31;
+
+inline bool is_pair_id(std::string_view s) {
+  if (s.size() != 32) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+/// Where save_graph writes the weights before they take their name: `<stem>.safetensors.<pair>`.
+inline std::filesystem::path staged_weights_path(const std::filesystem::path& stem, std::string_view pair) {
+  return std::filesystem::path(stem.string() + ".safetensors." + std::string(pair));
+}
+
+/// The binding of a document (a scan of its top-level keys); nullopt for a document without one
+/// (written before bindings existed, or by another writer). A document the scan cannot read is
+/// left to parse_graph, which names the error.
+inline Result<std::optional<WeightsBinding>> read_weights_binding(const simdjson::padded_string& json) {
+  namespace sj = simdjson::ondemand;
+  const auto none = [] { return Result<std::optional<WeightsBinding>>(std::optional<WeightsBinding>()); };
+  sj::parser parser;
+  sj::document doc;
+  sj::object root;
+  if (parser.iterate(json).get(doc) || doc.get_object().get(root)) return none();
+  for (auto field_result : root) {
+    sj::field field;
+    std::string_view key;
+    if (std::move(field_result).get(field) || field.unescaped_key().get(key)) return none();
+    if (key != "weights") continue;
+    sj::object obj;
+    if (field.value().get_object().get(obj))
+      return invalid_argument("weights: must be an object {\"pair\": \"<32 hex digits>\", \"bytes\": <size>}");
+    WeightsBinding b;
+    bool have_pair = false;
+    bool have_bytes = false;
+    for (auto f : obj) {
+      sj::field inner;
+      std::string_view name;
+      if (std::move(f).get(inner) || inner.unescaped_key().get(name)) return none();
+      if (name == "pair") {
+        std::string_view text;
+        if (inner.value().get_string().get(text) || !is_pair_id(text))
+          return invalid_argument("weights.pair: must be 32 lowercase hex digits");
+        b.pair = std::string(text);
+        have_pair = true;
+      } else if (name == "bytes") {
+        if (inner.value().get_uint64().get(b.bytes))
+          return invalid_argument("weights.bytes: must be a non-negative integer");
+        have_bytes = true;
+      }
+    }
+    if (!have_pair || !have_bytes)
+      return invalid_argument(std::string("weights: lacks ") + (have_pair ? "bytes" : "pair"));
+    return std::optional<WeightsBinding>(std::move(b));
+  }
+  return none();
+}
+
+inline std::string_view pair_of(const SafetensorsReader& weights) {
+  const auto it = weights.metadata().find(weights_pair_key);
+  return it == weights.metadata().end() ? std::string_view() : std::string_view(it->second);
+}
+
+/// The weights file bound to a document: `<stem>.safetensors` when it carries the pair id and size
+/// the document records, else the staged `<stem>.safetensors.<pair>` (a save between its two
+/// renames, or killed there). DATA_LOSS naming both files when neither matches.
+inline Result<SafetensorsReader> open_bound_weights(const std::filesystem::path& stem, const WeightsBinding& binding,
+                                                    bool map) {
+  const std::filesystem::path path = with_suffix(stem, ".safetensors");
+  const auto matches = [&](const SafetensorsReader& r) {
+    return r.file_size() == binding.bytes && pair_of(r) == binding.pair;
+  };
+  auto weights = SafetensorsReader::open(path, map);
+  if (weights.ok() && matches(*weights)) return weights;
+  if (auto staged = SafetensorsReader::open(staged_weights_path(stem, binding.pair), map);
+      staged.ok() && matches(*staged))
+    return staged;
+  const std::string recorded =
+      "the JSON records weights pair " + binding.pair + " of " + std::to_string(binding.bytes) + " bytes";
+  if (!weights.ok()) {
+    if (weights.error().code() == Code::not_found) return data_loss(path.string() + ": missing, but " + recorded);
+    return weights.error();
+  }
+  const std::string_view held = pair_of(*weights);
+  return data_loss(path.string() + ": does not belong with this JSON: " + recorded + ", but the file holds " +
+                   (held.empty() ? std::string("no pair id") : "pair " + std::string(held)) + " in " +
+                   std::to_string(weights->file_size()) + " bytes; the two files come from different saves");
+}
+
+}  // namespace detail
+
+/// Reads `<stem>.json` and its weights `<stem>.safetensors` (mapped, or read with
+/// `options.mmap = false`); see parse_graph for the checks. A document save_graph wrote names its
+/// weights file by a pair id and size, and is loaded only with that file: never with the weights
+/// of another save. NOT_FOUND when the JSON file is missing; DATA_LOSS when the weights file is
+/// damaged, missing or from another save; UNSUPPORTED for a newer format version;
+/// INVALID_ARGUMENT otherwise, and for a path that is not a regular file (a FIFO or device is
+/// refused without reading). Every message starts with the JSON file's path. `stem` may also name
+/// the `.json` file itself.
+inline Result<Graph> load_graph(const std::filesystem::path& stem_or_file, const LoadOptions& options = {}) {
   const std::filesystem::path stem = detail::stem_of(stem_or_file);
   const std::filesystem::path json_path = detail::with_suffix(stem, ".json");
   const std::filesystem::path weights_path = detail::with_suffix(stem, ".safetensors");
   const std::string prefix = json_path.string() + ": ";
 
-  auto text = detail::read_file(json_path);
-  if (!text.ok()) {
-    if (text.error().code() == Code::not_found) return not_found(json_path.string() + ": no such file");
-    return text.error();
+  // A save that runs meanwhile may replace the pair between the two reads; reading the pair again
+  // then finds the new one whole.
+  constexpr int attempts = 8;
+  for (int attempt = 1;; ++attempt) {
+    auto text = detail::read_file(json_path, detail::max_graph_json_bytes);
+    if (!text.ok()) return text.error();  // the message starts with the path
+    simdjson::padded_string padded(*text);
+    auto binding = detail::read_weights_binding(padded);
+    if (!binding.ok()) return binding.error().with_prefix(prefix);
+    std::optional<SafetensorsReader> weights;
+    if (*binding) {
+      auto bound = detail::open_bound_weights(stem, **binding, options.mmap);
+      if (!bound.ok()) {
+        if (attempt < attempts && bound.error().code() == Code::data_loss) continue;
+        return bound.error().with_prefix(prefix);
+      }
+      weights.emplace(std::move(*bound));
+    } else {
+      // A document without a binding (older writers, the exporters): the weights file, if any.
+      auto reader = SafetensorsReader::open(weights_path, options.mmap);
+      if (reader.ok())
+        weights.emplace(std::move(*reader));
+      else if (reader.error().code() != Code::not_found)
+        return reader.error().with_prefix(prefix);
+    }
+    auto graph = parse_padded_graph(padded, weights ? &*weights : nullptr);
+    if (!graph.ok()) return graph.error().with_prefix(prefix);
+    return graph;
   }
-  std::optional<SafetensorsReader> weights;
-  std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::symlink_status(weights_path, ec)) ||
-      std::filesystem::exists(weights_path, ec)) {
-    auto reader = SafetensorsReader::open(weights_path);
-    if (!reader.ok()) return reader.error().with_prefix(prefix);
-    weights.emplace(std::move(*reader));
-  }
-  simdjson::padded_string padded(*text);
-  auto graph = parse_padded_graph(padded, weights ? &*weights : nullptr);
-  if (!graph.ok()) return graph.error().with_prefix(prefix);
-  return graph;
 }
 
 /// Writes `<stem>.json` and `<stem>.safetensors` (always both; the weights file may hold no
-/// tensor). Constants marked inline are written into the JSON when finite; every other constant
-/// is stored, and storage shared by several constants is stored once. Each file is replaced only
-/// once its new version is complete. INVALID_ARGUMENT for a graph that cannot be written (an id
-/// out of range, a constant without data or of the wrong type, a non-finite float attribute).
+/// tensor) as one pair: the JSON records the weights file's size and a random pair id that the
+/// weights file's `__metadata__` also holds, and load_graph refuses a JSON with the weights of
+/// another save. The save replaces the pair in one step, which a crash at any point leaves
+/// either old or new (docs/format.md, "Saving"):
+///   1. the weights, complete and fsynced, under `<stem>.safetensors.<pair>`;
+///   2. the JSON, complete and fsynced, under a temporary `<stem>.json.<random>.tmp`;
+///   3. the JSON renamed over `<stem>.json`: the commit (loaders now read the new pair, through
+///      the staged weights until step 4);
+///   4. the staged weights renamed over `<stem>.safetensors`; the directory fsynced.
+/// Steps 3 and 4 hold an advisory lock on the directory, so concurrent saves commit one after the
+/// other. Every file is created exclusively, never through a symlink. A failed save leaves the
+/// previous pair as it was and removes what it wrote.
+///
+/// Constants marked inline are written into the JSON when finite; every other constant is
+/// stored, and storage shared by several constants is stored once. INVALID_ARGUMENT for a path
+/// that names no file (`""`, `"dir/"`) and for a graph that cannot be written (an id out of range,
+/// a constant without data or of the wrong type, a non-finite float attribute); DATA_LOSS when
+/// writing fails or mapped weights it copies from have shrunk.
 inline Status save_graph(const Graph& graph, const std::filesystem::path& stem_or_file) {
+  RML_RETURN_IF_ERROR(detail::check_output_path(stem_or_file, "save_graph"));
   const std::filesystem::path stem = detail::stem_of(stem_or_file);
+  RML_RETURN_IF_ERROR(detail::check_output_path(stem, "save_graph"));
+  const std::filesystem::path json_path = detail::with_suffix(stem, ".json");
+  const std::filesystem::path weights_path = detail::with_suffix(stem, ".safetensors");
   const GraphDef& def = graph.def();
+
   auto layout = detail::layout_constants(def);
   if (!layout.ok()) return layout.error().with_prefix("save_graph: ");
-  auto json = graph_to_json(def, *layout);
+  detail::WeightsBinding binding{detail::random_hex(16), 0};
+  auto header = detail::safetensors_header(layout->tensors, {{std::string(detail::weights_pair_key), binding.pair}});
+  if (!header.ok()) return header.error().with_prefix("save_graph: ");
+  binding.bytes = header->size();
+  for (const auto& [name, tensor] : layout->tensors) binding.bytes += tensor.nbytes();
+  auto json = graph_to_json(def, *layout, &binding);
   if (!json.ok()) return json.error().with_prefix("save_graph: ");
-  RML_RETURN_IF_ERROR(write_safetensors(detail::with_suffix(stem, ".safetensors"), layout->tensors));
-  const std::filesystem::path json_path = detail::with_suffix(stem, ".json");
-  return detail::write_file_atomically(
-      json_path, [&](std::FILE* f) { return std::fwrite(json->data(), 1, json->size(), f) == json->size(); });
+
+  auto weights = detail::write_staged_file(
+      detail::staged_weights_path(stem, binding.pair), weights_path,
+      [&](detail::FileSink& sink) { return detail::write_safetensors_to(sink, *header, layout->tensors); });
+  if (!weights.ok()) return weights.error().with_prefix("save_graph: ");
+  auto doc = detail::write_staged_file(detail::temporary_name(json_path), json_path, [&](detail::FileSink& sink) {
+    sink.write(*json);
+    return Status();
+  });
+  if (!doc.ok()) return doc.error().with_prefix("save_graph: ");
+
+#if RML_HAVE_POSIX_FILES
+  const detail::DirectoryLock lock(detail::parent_directory(json_path));
+#endif
+  // The pair id the current JSON records, if any: staged weights of that id are left only by a
+  // save killed between steps 3 and 4 (under the lock no save is there), and are removed once
+  // this save commits.
+  std::optional<std::string> old_pair;
+  if (auto old = detail::read_file(json_path, detail::max_graph_json_bytes); old.ok()) {
+    const simdjson::padded_string padded(*old);
+    if (auto b = detail::read_weights_binding(padded); b.ok() && *b) old_pair = (*b)->pair;
+  }
+  if (Status committed = doc->commit(); !committed.ok())  // both staged files are removed: the old pair stands
+    return committed.with_prefix("save_graph: ");
+  weights->keep();  // the committed JSON names it: it stays whatever happens next
+  Status moved = weights->commit();
+  if (moved.ok() && old_pair && *old_pair != binding.pair) {
+    std::error_code ec;
+    std::filesystem::remove(detail::staged_weights_path(stem, *old_pair), ec);
+  }
+  detail::sync_parent_directory(json_path);
+  if (!moved.ok())
+    return Status(moved.code(), "save_graph: " + moved.message() + "; the new model loads through " +
+                                    detail::staged_weights_path(stem, binding.pair).string());
+  return {};
 }
 
 }  // namespace rml

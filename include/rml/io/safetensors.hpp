@@ -55,9 +55,8 @@ namespace detail {
 // The dtypes of the safetensors format and their sizes in bytes (F8 types are one byte).
 inline std::optional<std::size_t> safetensors_dtype_size(std::string_view dtype) noexcept {
   static constexpr std::pair<std::string_view, std::size_t> table[] = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},  {"U16", 2},
-      {"F16", 2},  {"BF16", 2}, {"I32", 4}, {"U32", 4},     {"F32", 4},     {"F64", 8},  {"I64", 8},
-      {"U64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+      {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
   for (const auto& [name, size] : table)
     if (name == dtype) return size;
   return std::nullopt;
@@ -82,12 +81,13 @@ class SafetensorsReader {
   /// The largest header rml reads (the format's own readers use the same bound).
   static constexpr std::uint64_t max_header_size = 100u << 20;
 
-  /// Maps and validates `path`. NOT_FOUND when missing; INVALID_ARGUMENT when it is a directory;
-  /// DATA_LOSS when damaged (truncated, a header length beyond the file, a header that is not a
-  /// JSON object, an unknown dtype, a bad shape, offsets out of range, overlapping, or not equal
-  /// to dtype size x element count). Messages start with the path.
-  static Result<SafetensorsReader> open(const std::filesystem::path& path) {
-    auto file = detail::MappedFile::open(path);
+  /// Maps (or, with `map` false, reads into memory) and validates `path`. NOT_FOUND when missing;
+  /// INVALID_ARGUMENT when it is not a regular file (a directory, FIFO or device, refused before
+  /// reading); DATA_LOSS when damaged (truncated, a header length beyond the file, a header that is
+  /// not a JSON object, an unknown dtype, a bad shape, offsets out of range, overlapping, or not
+  /// equal to dtype size x element count). Messages start with the path.
+  static Result<SafetensorsReader> open(const std::filesystem::path& path, bool map = true) {
+    auto file = detail::MappedFile::open(path, map);
     if (!file.ok()) return file.error();
     SafetensorsReader reader;
     reader.path_ = path.string();
@@ -109,6 +109,8 @@ class SafetensorsReader {
   }
 
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  /// The size of the whole file in bytes.
+  [[nodiscard]] std::size_t file_size() const noexcept { return file_->size(); }
   [[nodiscard]] const std::vector<SafetensorsEntry>& entries() const noexcept { return entries_; }
   [[nodiscard]] const std::map<std::string, std::string, std::less<>>& metadata() const noexcept { return metadata_; }
   [[nodiscard]] bool contains(std::string_view name) const { return find(name) != nullptr; }
@@ -147,7 +149,8 @@ class SafetensorsReader {
     const std::size_t size = file_->size();
     const std::byte* bytes = file_->data();
     if (size < 8)
-      return fail("truncated: " + std::to_string(size) + " bytes, but a safetensors file starts with an 8-byte header length");
+      return fail("truncated: " + std::to_string(size) +
+                  " bytes, but a safetensors file starts with an 8-byte header length");
     std::uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint64_t>(bytes[i]);
     if (n > size - 8)
@@ -161,8 +164,10 @@ class SafetensorsReader {
     simdjson::ondemand::parser parser;
     simdjson::ondemand::document doc;
     simdjson::ondemand::object root;
-    if (auto e = parser.iterate(header).get(doc); e) return fail("header is not JSON: " + detail::simdjson_error_text(e));
-    if (auto e = doc.get_object().get(root); e) return fail("header is not a JSON object: " + detail::simdjson_error_text(e));
+    if (auto e = parser.iterate(header).get(doc); e)
+      return fail("header is not JSON: " + detail::simdjson_error_text(e));
+    if (auto e = doc.get_object().get(root); e)
+      return fail("header is not a JSON object: " + detail::simdjson_error_text(e));
 
     for (auto field_result : root) {
       simdjson::ondemand::field field;
@@ -211,7 +216,8 @@ class SafetensorsReader {
       std::string_view key;
       std::string_view text;
       if (std::move(f).get(field) || field.unescaped_key().get(key)) return fail("header: __metadata__ is malformed");
-      if (field.value().get_string().get(text)) return fail("header: __metadata__." + std::string(key) + " must be a string");
+      if (field.value().get_string().get(text))
+        return fail("header: __metadata__." + std::string(key) + " must be a string");
       metadata_.insert_or_assign(std::string(key), std::string(text));
     }
     return {};
@@ -350,19 +356,30 @@ inline Result<std::string> encode_safetensors(const std::vector<std::pair<std::s
   return out;
 }
 
+namespace detail {
+
+// Writes the file encode_safetensors describes: `header` (from safetensors_header), then each
+// tensor's bytes, checking first that no mapped weights it copies from have shrunk.
+inline Status write_safetensors_to(FileSink& sink, const std::string& header,
+                                   const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  for (const auto& [name, tensor] : tensors) RML_RETURN_IF_ERROR(tensor.storage()->verify());
+  sink.write(header);
+  for (const auto& [name, tensor] : tensors) sink.write(tensor.raw_data(), tensor.nbytes());
+  return {};
+}
+
+}  // namespace detail
+
 /// Writes `tensors` to `path` as safetensors (the layout of encode_safetensors), streaming the
-/// data, and replaces the file only once the new one is complete.
+/// data, and replaces the file only once the new one is complete and on disk (see
+/// detail::write_file_atomically).
 inline Status write_safetensors(const std::filesystem::path& path,
                                 const std::vector<std::pair<std::string, Tensor>>& tensors,
                                 const std::map<std::string, std::string, std::less<>>& metadata = {}) {
   auto header = detail::safetensors_header(tensors, metadata);
   if (!header.ok()) return header.error().with_prefix(path.string() + ": ");
-  return detail::write_file_atomically(path, [&](std::FILE* f) {
-    if (std::fwrite(header->data(), 1, header->size(), f) != header->size()) return false;
-    for (const auto& [name, tensor] : tensors)
-      if (tensor.nbytes() && std::fwrite(tensor.raw_data(), 1, tensor.nbytes(), f) != tensor.nbytes()) return false;
-    return true;
-  });
+  return detail::write_file_atomically(
+      path, [&](detail::FileSink& sink) { return detail::write_safetensors_to(sink, *header, tensors); });
 }
 
 }  // namespace rml

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <typeindex>
 
+#include "rml/core/equal.hpp"
 #include "rml/core/reflect.hpp"
 #include "rml/serial/detail/common.hpp"
 #include "rml/serial/reader.hpp"
@@ -40,6 +41,7 @@ bool register_type(std::string_view name) {
   };
   add.template operator()<Derived>();
   (add.template operator()<Bases>(), ...);
+  register_polymorphic<Derived>(name);  // structural_equal compares it by its dynamic type
   return true;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "rml/core/status.hpp"
+#include "rml/io/detail/file.hpp"
 #include "rml/ir/graph.hpp"
 #include "rml/serial/detail/common.hpp"
 #include "rml/serial/reader.hpp"
@@ -121,40 +122,56 @@ Result<T> deserialize(std::span<const std::uint8_t> bytes) {
     return root;
 }
 
-/// Writes serialize(value) to `path`. INVALID_ARGUMENT (naming the path) when the file cannot be
-/// written, or what serialize would throw, as a status.
+namespace detail {
+
+// DATA_LOSS when a graph's weights are mapped from a file that has shrunk since (reading them
+// would raise SIGBUS). Values other than graphs are not searched.
+template <typename T>
+Status verify_weights(const T& value) {
+  if constexpr (std::is_same_v<T, Graph> || std::is_same_v<T, GraphDef>) {
+    const Storage* last = nullptr;
+    for (const ConstantDef& c : serial_root(value).constants) {
+      if (!c.data.defined() || c.data.storage().get() == last) continue;
+      last = c.data.storage().get();
+      RML_RETURN_IF_ERROR(last->verify());
+    }
+  }
+  return {};
+}
+
+}  // namespace detail
+
+/// Writes serialize(value) to `path`, replacing an existing file only once the new one is
+/// complete and on disk: through an exclusively created temporary beside it (never a symlink), an
+/// fsync and a rename, as save_graph does. A failure leaves the previous file as it was.
+/// INVALID_ARGUMENT for a path naming no file (`""`, `"dir/"`) or one that cannot be written;
+/// DATA_LOSS when writing fails or a graph's mapped weights have shrunk; what serialize would
+/// throw, as a status. Messages start with the path.
 template <typename T>
 Status serialize_to_file(const T& value, const std::filesystem::path& path) {
+  RML_RETURN_IF_ERROR(detail::check_output_path(path, "serialize_to_file"));
   std::vector<std::uint8_t> bytes;
   try {
+    RML_RETURN_IF_ERROR(detail::verify_weights(value));
     bytes = serialize(value);
   } catch (const Error& e) {
     return e.status().with_prefix(path.string() + ": ");
   }
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return invalid_argument(path.string() + ": cannot open for writing: " + std::strerror(errno));
-  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !closed) return invalid_argument(path.string() + ": write failed: " + std::strerror(errno));
-  return {};
+  return detail::write_file_atomically(path, [&](detail::FileSink& sink) {
+    sink.write(bytes.data(), bytes.size());
+    return Status();
+  });
 }
 
-/// Reads the T that serialize_to_file wrote. NOT_FOUND when the file does not exist, DATA_LOSS when
-/// it cannot be read, else what deserialize returns; every message starts with the path.
+/// Reads the T that serialize_to_file wrote. NOT_FOUND when the file does not exist;
+/// INVALID_ARGUMENT when it is not a regular file (a FIFO or device is refused without reading);
+/// DATA_LOSS when it cannot be read; else what deserialize returns. Every message starts with the
+/// path.
 template <typename T>
 Result<T> deserialize_from_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) {
-    if (ec == std::errc::no_such_file_or_directory) return not_found(path.string() + ": no such file");
-    return data_loss(path.string() + ": " + ec.message());
-  }
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return data_loss(path.string() + ": cannot open: " + std::strerror(errno));
-  const bool read_all = std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  std::fclose(f);
-  if (!read_all) return data_loss(path.string() + ": short read");
+  auto text = detail::read_file(path);
+  if (!text.ok()) return text.error();
+  const std::span<const std::uint8_t> bytes(reinterpret_cast<const std::uint8_t*>(text->data()), text->size());
   Result<T> result = deserialize<T>(bytes);
   if (!result.ok()) return result.error().with_prefix(path.string() + ": ");
   return result;
