@@ -474,16 +474,18 @@ std::vector<Input> gather_inputs(const Graph& graph, const InputOptions& options
   if (!options.inputs_file.empty()) {
     const TensorFile file = get(TensorFile::open(options.inputs_file));
     bool any = false;
-    for (Input& in : inputs) {
-      if (auto t = get(file.find(in.name))) {
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      Input& in = inputs[k];
+      if (auto t = get(file.find(in.name, "input", k))) {
         in.tensor = t->clone();
         in.origin = options.inputs_file;
         any = true;
       }
     }
     if (!any)
-      throw rml::Error(rml::not_found(
-          options.inputs_file + ": no tensor is named after an input of the model (inputs: " + join(names) + ")"));
+      throw rml::Error(rml::not_found(options.inputs_file +
+                                      ": no tensor is named after an input of the model (inputs: " + join(names) +
+                                      ") or input.<k>"));
   }
   for (const std::string& item : options.input) {
     const auto eq = item.find('=');
@@ -639,7 +641,7 @@ struct Run {
     if (!compare.empty()) {
       const TensorFile reference = get(TensorFile::open(compare));
       for (std::size_t k = 0; k < outputs.size(); ++k) {
-        const auto expected = get(reference.find(names[k]));
+        const auto expected = get(reference.find(names[k], "output", k));
         if (!expected) {
           note("output %s: not in %s, not compared", names[k].c_str(), compare.c_str());
           continue;
@@ -648,7 +650,8 @@ struct Run {
       }
       if (compared.empty())
         throw rml::Error(rml::not_found(
-            compare + ": no tensor is named after an output of the model (outputs: " + join(names) + ")"));
+            compare + ": no tensor is named after an output of the model or output.<k> (outputs: " + join(names) +
+            ")"));
     }
     const auto failed =
         std::find_if(compared.begin(), compared.end(), [](const Compared& c) { return !c.result.passed(); });

@@ -159,6 +159,15 @@ class TensorFile {
 
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
 
+  /// Input or output number `position` of a model: the tensor named like it, else the one named
+  /// `<kind>.<position>` (`input.0`, `output.1`: how rml's expected-output files name them).
+  [[nodiscard]] rml::Result<std::optional<rml::Tensor>> find(const std::string& name, std::string_view kind,
+                                                             std::size_t position) const {
+    auto by_name = find(name);
+    if (!by_name.ok() || *by_name) return by_name;
+    return find(std::string(kind) + "." + std::to_string(position));
+  }
+
   /// The tensor `name`; nothing when the file has none by that name.
   [[nodiscard]] rml::Result<std::optional<rml::Tensor>> find(const std::string& name) const {
     if (reader_) {

@@ -201,7 +201,7 @@ if(NOT EXISTS "${_rml_cli_python}")
 endif()
 execute_process(COMMAND "${_rml_cli_python}" -c "import numpy" RESULT_VARIABLE _rml_cli_numpy OUTPUT_QUIET ERROR_QUIET)
 if(_rml_cli_numpy EQUAL 0)
-  foreach(case info check run_random seed int_inputs file_inputs compare bench cut usage_errors)
+  foreach(case info check run_random seed int_inputs file_inputs positional_names compare bench cut usage_errors)
     add_test(NAME cli.py.${case}
              COMMAND "${_rml_cli_python}" "${_rml_cli_dir}/test_cli.py" $<TARGET_FILE:rml_cli> "${PROJECT_SOURCE_DIR}"
                      "${_rml_cli_work}/py_${case}" ${case})

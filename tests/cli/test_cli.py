@@ -23,6 +23,7 @@ RML, SOURCE, WORK, CASE = sys.argv[1:5]
 MLP = os.path.join(SOURCE, "tests", "data", "torch_mlp")
 MLP_REF = MLP + ".expected.safetensors"
 GPT = os.path.join(SOURCE, "tests", "data", "zoo", "gpt_b1")
+CNN = os.path.join(SOURCE, "tests", "data", "zoo", "cnn_b1")
 
 USAGE_TAIL = "for more information.\n"
 
@@ -193,6 +194,18 @@ def case_file_inputs():
         check(doc["compare"]["passed"] and doc["compare"]["outputs"][0]["name"] == "y", "compare passes: %s" % args)
         y = mlp(ref["x"])
         check(abs(doc["outputs"][0]["mean"] - y.mean()) < 1e-6, "output mean against NumPy")
+
+
+def case_positional_names():
+    """rml's reference files name tensors input.<k> and output.<k>: --inputs and --compare fall
+    back to those names (the zoo's cnn_b1 against PyTorch's outputs, stored by tests/zoo/gen_zoo.py)."""
+    ref = CNN + ".expected.safetensors"
+    doc, err = rml_json("run", CNN, "--inputs", ref, "--compare", ref, "--rtol", "1e-4", "--atol", "1e-5")
+    check("random" not in err and doc["inputs"][0]["source"] == "file", "input.0 given x: " + err)
+    check(doc["compare"]["passed"] and doc["compare"]["outputs"][0]["name"] == "output", "output.0 compared: %s" % doc)
+    x = read_safetensors(ref)["input.0"]
+    check(doc["inputs"][0]["sha256"] == hashlib.sha256(x.tobytes()).hexdigest(), "the input is input.0's bytes")
+    rml("run", CNN, "--compare", ref, code=4)  # random inputs: PyTorch's outputs are for others
 
 
 def case_compare():
