@@ -483,9 +483,9 @@ std::vector<Input> gather_inputs(const Graph& graph, const InputOptions& options
       }
     }
     if (!any)
-      throw rml::Error(rml::not_found(options.inputs_file +
-                                      ": no tensor is named after an input of the model (inputs: " + join(names) +
-                                      ") or input.<k>"));
+      throw rml::Error(rml::not_found(
+          options.inputs_file +
+          ": no tensor is named after an input of the model or input.<k> (inputs: " + join(names) + ")"));
   }
   for (const std::string& item : options.input) {
     const auto eq = item.find('=');

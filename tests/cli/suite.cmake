@@ -182,6 +182,8 @@ rml_cli_test(run.compare_reference STDOUT "\ncompare y: ok \\(max abs error [0-9
              --compare tests/data/torch_mlp.expected.safetensors)
 rml_cli_test(run.inputs_missing EXIT 2 STDERR "^rml: NOT_FOUND: tests/cli/data/missing.safetensors"
              ARGS run tests/data/torch_mlp --inputs ${data}/missing.safetensors)
+rml_cli_test(run.inputs_none EXIT 2 STDERR "^rml: NOT_FOUND: tests/data/torch_mlp.safetensors: no tensor is named after an input of the model or input.<k> \\(inputs: x\\)\n$"
+             ARGS run tests/data/torch_mlp --inputs tests/data/torch_mlp.safetensors)
 rml_cli_test(convert.bad_out EXIT 1 STDERR "OUT: 'out/' names no file" ARGS convert ${mlp} out/)
 
 # The tool's SHA-256 against FIPS 180-2's vectors (a few lines of C++ beside the tool's header).
