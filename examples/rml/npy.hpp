@@ -1,4 +1,5 @@
-// Reading NumPy .npy files into rml tensors, for `rml run --input name=file.npy`.
+// NumPy .npy files and rml tensors: read for `rml run --input name=file.npy`, written for
+// `rml run --save DIR` (version 1.0, `<f4` or `<i4`, C order).
 //
 // Byte layout (format versions 1.0, 2.0 and 3.0):
 //
@@ -16,6 +17,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -106,7 +108,8 @@ inline rml::Result<rml::Tensor> read_npy(const std::filesystem::path& path) {
 
   // fortran_order
   const std::string_view order = dict_value(header, "fortran_order");
-  if (order.substr(0, 4) == "True") return rml::unsupported(where + "Fortran-ordered arrays are not read; save a C-ordered copy");
+  if (order.substr(0, 4) == "True")
+    return rml::unsupported(where + "Fortran-ordered arrays are not read; save a C-ordered copy");
   if (order.substr(0, 5) != "False") return rml::data_loss(where + "header has no 'fortran_order'");
 
   // shape: (d0, d1, ...) with an optional trailing comma
@@ -122,7 +125,8 @@ inline rml::Result<rml::Tensor> read_npy(const std::filesystem::path& path) {
     std::int64_t dim = 0;
     std::size_t digits = 0;
     while (digits < shape_text.size() && shape_text[digits] >= '0' && shape_text[digits] <= '9') {
-      if (dim > (std::numeric_limits<std::int64_t>::max() - 9) / 10) return rml::data_loss(where + "a dimension is too large");
+      if (dim > (std::numeric_limits<std::int64_t>::max() - 9) / 10)
+        return rml::data_loss(where + "a dimension is too large");
       dim = dim * 10 + (shape_text[digits] - '0');
       ++digits;
     }
@@ -152,11 +156,36 @@ inline rml::Result<rml::Tensor> read_npy(const std::filesystem::path& path) {
     for (std::size_t i = 0; i < count; ++i) {
       const auto v = load_le<std::int64_t>(data + 8 * i);
       if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max())
-        return rml::out_of_range(where + "element " + std::to_string(i) + " (" + std::to_string(v) + ") does not fit in i32");
+        return rml::out_of_range(where + "element " + std::to_string(i) + " (" + std::to_string(v) +
+                                 ") does not fit in i32");
       out[i] = static_cast<std::int32_t>(v);
     }
   }
   return tensor;
+}
+
+/// Writes `tensor` as an .npy file (version 1.0; the header padded so that the data starts at a
+/// multiple of 64 bytes, as NumPy writes it). INVALID_ARGUMENT when the file cannot be written.
+inline rml::Status write_npy(const std::filesystem::path& path, const rml::Tensor& tensor) {
+  std::string header = "{'descr': '";
+  header += tensor.dtype() == rml::DType::i32 ? "<i4" : "<f4";
+  header += "', 'fortran_order': False, 'shape': (";
+  for (std::size_t i = 0; i < tensor.rank(); ++i) header += (i ? ", " : "") + std::to_string(tensor.shape()[i]);
+  header += tensor.rank() == 1 ? ",), }" : "), }";  // a Python tuple: (4,), (2, 12), ()
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  std::string bytes = "\x93NUMPY\x01";
+  bytes += '\0';
+  bytes += static_cast<char>(header.size() & 0xFF);
+  bytes += static_cast<char>(header.size() >> 8);
+  bytes += header;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (tensor.nbytes())
+    out.write(reinterpret_cast<const char*>(tensor.raw_data()), static_cast<std::streamsize>(tensor.nbytes()));
+  out.close();
+  if (!out) return rml::invalid_argument(path.string() + ": cannot write");
+  return {};
 }
 
 }  // namespace rml_cli

@@ -42,13 +42,27 @@ def mlp(weights, x):
     return h.astype(np.float32)
 
 
-def run_output(input_origin, y):
+def g4(v):
+    """A number as `rml run` prints it: %.4g, with nan, inf and -inf spelled out."""
+    return "nan" if np.isnan(v) else ("inf" if v > 0 else "-inf") if np.isinf(v) else "%.4g" % v
+
+
+def run_output(input_origin, x, y, name="y"):
+    """What `rml run` prints for input x and output y. Statistics over the finite elements in
+    float64; NaN and infinities counted. The digest line is masked by run_cli.cmake."""
     flat = y.reshape(-1)
+    finite = flat[np.isfinite(flat)].astype(np.float64)
+    stats = "  min %s  max %s  mean %s  std %s" % (g4(finite.min()), g4(finite.max()), g4(finite.mean()),
+                                                  g4(finite.std()))
+    if np.isnan(flat).any():
+        stats += "  NaN %d" % np.isnan(flat).sum()
+    if np.isinf(flat).any():
+        stats += "  Inf %d" % np.isinf(flat).sum()
     first = flat[:8]
-    return ("input x: f32 [2, 12] from %s\n" % input_origin +
-            "output y: f32 [2, 4]\n" +
-            "  min %.4g  max %.4g  mean %.4g\n" % (flat.min(), flat.max(), flat.astype(np.float64).mean()) +
-            "  first %d: %s\n" % (len(first), " ".join("%.4g" % v for v in first)) +
+    return ("input x: f32 %s from %s\n" % (list(x.shape), input_origin) +
+            "output %s: f32 %s\n" % (name, list(y.shape)) + stats + "\n" +
+            "  first %d: %s\n" % (len(first), " ".join(g4(v) for v in first)) +
+            "  sha256 <digest>\n" +
             "latency: <time>\n")
 
 
@@ -103,7 +117,7 @@ def main():
     write_json("unknown_op.json", unknown_op)
     write_json("newer_version.json", tiny_graph(version=2))
     # log over [-1, 1, 0, 4]: NaN, 0, -inf, log 4.
-    np.save(os.path.join(HERE, "data", "log_input.npy"), np.array([-1, 1, 0, 4], np.float32))
+    np.save(os.path.join(HERE, "data", "log_input.npy"), np.array([-1, 1, 0, 4], np.float32))  # see run_log.txt
     write_json("log.json", tiny_graph(values=[{"name": "x", "dtype": "f32", "shape": [4]},
                                               {"name": "y", "dtype": "f32", "shape": [4]}],
                                       outputs=[1], constants=[], nodes=[{"op": "log", "inputs": [0], "outputs": [1]}]))
@@ -114,11 +128,14 @@ def main():
 
     expected = os.path.join(HERE, "expected")
     with open(os.path.join(expected, "run_torch_mlp.txt"), "w") as f:
-        f.write(run_output("tests/data/torch_mlp.expected.safetensors", reference["y"]))
+        f.write(run_output("tests/data/torch_mlp.expected.safetensors", x, reference["y"]))
     with open(os.path.join(expected, "run_torch_mlp_npy.txt"), "w") as f:
-        f.write(run_output("tests/cli/data/x.npy", reference["y"]))
-    with open(os.path.join(expected, "run_torch_mlp_zeros.txt"), "w") as f:
-        f.write(run_output("zeros", mlp(weights, np.zeros((2, 12), np.float32))))
+        f.write(run_output("tests/cli/data/x.npy", x, reference["y"]))
+    log_x = np.array([-1, 1, 0, 4], np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_y = np.log(log_x)
+    with open(os.path.join(expected, "run_log.txt"), "w") as f:
+        f.write(run_output("tests/cli/data/log_input.npy", log_x, log_y))
 
 
 if __name__ == "__main__":

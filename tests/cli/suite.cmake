@@ -1,8 +1,14 @@
 # Tests of the `rml` command-line tool (examples/rml/), label `cli`: each runs one subcommand on
 # tests/data/torch_mlp or a small fixture under tests/cli/data/ and checks its exit code, its
 # stdout (a committed expected file or a pattern) and, on failure, its `rml: CODE: message` line.
-# Included from tests/CMakeLists.txt; the tool is only built with RML_BUILD_EXAMPLES.
+# test_cli.py checks the --json outputs, random inputs, --save/--compare, percentiles and SHA-256
+# against NumPy and hashlib. Included from tests/CMakeLists.txt; the tool is only built with
+# RML_BUILD_EXAMPLES and CLI11 (examples/rml/CMakeLists.txt).
 if(NOT RML_BUILD_EXAMPLES)
+  return()
+endif()
+find_package(CLI11 CONFIG QUIET)
+if(NOT CLI11_FOUND)
   return()
 endif()
 
@@ -50,19 +56,29 @@ set(x_ref "x=tests/data/torch_mlp.expected.safetensors")
 set(x_abs "x=${PROJECT_SOURCE_DIR}/tests/data/torch_mlp.expected.safetensors")
 set(data "tests/cli/data")
 
-# The command line itself.
-rml_cli_test(help STDOUT "^usage: rml <command>" ARGS help)
-rml_cli_test(no_command EXIT 1 STDERR "^rml: INVALID_ARGUMENT: no command given" ARGS "")
+# The command line itself. A usage error is `rml: INVALID_ARGUMENT: message` and a pointer to
+# --help (run_cli.cmake checks both lines for every test with EXIT 1).
+rml_cli_test(help STDOUT "^rml: inspect.*\nUsage: rml \\[OPTIONS\\] SUBCOMMAND" ARGS help)
+rml_cli_test(help_option STDOUT "^rml: inspect.*\nUsage: rml \\[OPTIONS\\] SUBCOMMAND" ARGS --help)
+rml_cli_test(no_command EXIT 1 STDERR "^rml: INVALID_ARGUMENT: no command given\nRun 'rml --help'" ARGS "")
 rml_cli_test(unknown_command EXIT 1 STDERR "unknown command 'frobnicate'" ARGS frobnicate)
-rml_cli_test(unknown_option EXIT 1 STDERR "rml info: unknown option --fast" ARGS info tests/data/torch_mlp --fast)
-rml_cli_test(missing_option_value EXIT 1 STDERR "--threads needs a value" ARGS run tests/data/torch_mlp --threads)
+rml_cli_test(unknown_option EXIT 1 STDERR "rml: INVALID_ARGUMENT: The following argument was not expected: --fast\nRun 'rml info --help'"
+             ARGS info tests/data/torch_mlp --fast)
+rml_cli_test(missing_option_value EXIT 1 STDERR "--threads" ARGS run tests/data/torch_mlp --threads)
+# Every command's --help and -h print its usage and exit 0; `rml help <command>` too.
+foreach(cmd info check run bench convert cut merge extract dot)
+  rml_cli_test(help.${cmd} STDOUT "\nUsage: rml ${cmd} \\[OPTIONS\\]" ARGS ${cmd} --help)
+  rml_cli_test(help.${cmd}.h STDOUT "\nUsage: rml ${cmd} \\[OPTIONS\\]" ARGS ${cmd} -h)
+  rml_cli_test(help.topic.${cmd} STDOUT "\nUsage: rml ${cmd} \\[OPTIONS\\]" ARGS help ${cmd})
+endforeach()
+rml_cli_test(help.unknown_topic EXIT 1 STDERR "help: unknown command 'nope'" ARGS help nope)
 
 # info
 rml_cli_test(info EXPECTED info_torch_mlp.txt ARGS info tests/data/torch_mlp)
 rml_cli_test(info.json_path EXPECTED info_torch_mlp.txt ARGS info tests/data/torch_mlp.json)
 rml_cli_test(info.missing EXIT 2 STDERR "^rml: NOT_FOUND: tests/cli/data/missing.json: no such file"
              ARGS info ${data}/missing)
-rml_cli_test(info.two_models EXIT 1 STDERR "rml info takes 1 argument, got 2" ARGS info ${mlp} ${mlp})
+rml_cli_test(info.two_models EXIT 1 STDERR "The following argument was not expected: " ARGS info ${mlp} ${mlp})
 
 # check
 rml_cli_test(check STDOUT "^ok: 8 operators and 15 values check\n$" ARGS check tests/data/torch_mlp)
@@ -82,10 +98,12 @@ rml_cli_test(run EXPECTED run_torch_mlp.txt ARGS run tests/data/torch_mlp --inpu
 rml_cli_test(run.two_threads EXPECTED run_torch_mlp.txt ARGS run tests/data/torch_mlp --input=${x_ref} --threads=2)
 rml_cli_test(run.npy EXPECTED run_torch_mlp_npy.txt ARGS run tests/data/torch_mlp --input x=${data}/x.npy)
 rml_cli_test(run.npy_f64 STDOUT "first 8: -0.1581 -0.2341 0.1301" ARGS run tests/data/torch_mlp --input x=${data}/x_f64.npy)
-rml_cli_test(run.zeros EXPECTED run_torch_mlp_zeros.txt ARGS run tests/data/torch_mlp)
+# Inputs not given are seeded random (test_cli.py checks them against the documented generator).
+rml_cli_test(run.random STDOUT "^input x: f32 \\[2, 12\\] from random \\(seed 5\\)\noutput y: f32 \\[2, 4\\]\n  min "
+             STDERR "^note: input x: f32 \\[2, 12\\] random, uniform in .-1, 1\\), seed 5\n$" ARGS run tests/data/torch_mlp --seed 5)
 rml_cli_test(run.unknown_input EXIT 1 STDERR "--input z: the model has no such input \\(inputs: x\\)"
              ARGS run tests/data/torch_mlp --input z=${data}/x.npy)
-rml_cli_test(run.bad_input_syntax EXIT 1 STDERR "--input takes name=file" ARGS run tests/data/torch_mlp --input x)
+rml_cli_test(run.bad_input_syntax EXIT 1 STDERR "--input takes NAME=FILE" ARGS run tests/data/torch_mlp --input x)
 rml_cli_test(run.wrong_shape EXIT 2 STDERR "^rml: INVALID_ARGUMENT: run: input 0 \\(\"x\"\\) must be f32 \\[2, 12\\], got f32 \\[3, 12\\]"
              ARGS run tests/data/torch_mlp --input x=${data}/x_3x12.npy)
 rml_cli_test(run.truncated_npy EXIT 2 STDERR "^rml: DATA_LOSS: tests/cli/data/x_truncated.npy: truncated"
@@ -96,14 +114,16 @@ rml_cli_test(run.missing_npy EXIT 2 STDERR "^rml: NOT_FOUND: tests/cli/data/miss
              ARGS run tests/data/torch_mlp --input x=${data}/missing.npy)
 rml_cli_test(run.bad_extension EXIT 1 STDERR "the file must be .npy or .safetensors"
              ARGS run tests/data/torch_mlp --input x=${data}/bad_shape.json)
-rml_cli_test(run.bad_threads EXIT 1 STDERR "--threads takes an integer >= 1, not 'many'"
+rml_cli_test(run.bad_threads EXIT 1 STDERR "--threads: 'many' is not an integer"
              ARGS run tests/data/torch_mlp --threads many)
 
 # bench
-rml_cli_test(bench STDOUT "model: 8 operators, [0-9]+ kernel steps, arena [0-9.]+ [KMG]?i?B\nruns: 3 after one warm-up; threads: 1\nlatency: min [0-9.]+ [um]s, median [0-9.]+ [um]s, mean [0-9.]+ [um]s, max [0-9.]+ [um]s\nthroughput: [0-9.]+ runs/s\n$"
-             ARGS bench tests/data/torch_mlp --iterations 3 --threads 1)
-rml_cli_test(bench.zero_iterations EXIT 1 STDERR "--iterations takes an integer >= 1, not '0'"
-             ARGS bench tests/data/torch_mlp --iterations 0)
+set(_rml_cli_t "[0-9.]+ [um]s")
+rml_cli_test(bench STDOUT "^model: 8 operators, [0-9]+ kernel steps, arena [0-9.]+ [KMG]?i?B\nruns: 3 after 2 warm-up; threads: 1; [0-9.]+ s\nlatency: p50 ${_rml_cli_t}, p90 ${_rml_cli_t}, p99 ${_rml_cli_t}; min ${_rml_cli_t}, mean ${_rml_cli_t}, max ${_rml_cli_t}\nthroughput: [0-9.]+ runs/s\n$"
+             ARGS bench tests/data/torch_mlp --runs 3 --warmup 2 --threads 1 --input x=${data}/x.npy)
+rml_cli_test(bench.iterations STDOUT "\nruns: 4 after 1 warm-up" ARGS bench tests/data/torch_mlp --iterations 4)
+rml_cli_test(bench.zero_runs EXIT 1 STDERR "--runs: 0 is below 1" ARGS bench tests/data/torch_mlp --runs 0)
+rml_cli_test(bench.bad_duration EXIT 1 STDERR "--duration: 'soon' is not a number" ARGS bench tests/data/torch_mlp --duration soon)
 
 # convert: rml-graph -> MessagePack -> rml-graph gives what rml-graph -> rml-graph gives, and the
 # MessagePack model runs like the original.
@@ -145,11 +165,53 @@ rml_cli_test(extract SETUP rml_cli_extracted IN_BUILD_DIR EXPECTED extract_torch
 rml_cli_test(extract.check REQUIRES rml_cli_extracted IN_BUILD_DIR STDOUT "^ok: 3 operators and 6 values check\n$"
              ARGS check layer0)
 rml_cli_test(extract.no_such_value EXIT 1 STDERR "--outputs nope: " ARGS extract ${mlp} never --outputs nope)
-rml_cli_test(extract.no_outputs EXIT 1 STDERR "rml extract needs --outputs" ARGS extract ${mlp} never --inputs x)
+rml_cli_test(extract.no_outputs EXIT 1 STDERR "--outputs is required" ARGS extract ${mlp} never --inputs x)
 
 # version and help
 rml_cli_test(version STDOUT "^rml ${PROJECT_VERSION}\n$" ARGS --version)
-rml_cli_test(help_option STDOUT "^usage: rml <command>" ARGS --help)
-rml_cli_test(version.extra_argument EXIT 1 STDERR "rml version takes 0 arguments, got 1" ARGS version now)
+rml_cli_test(version.command STDOUT "^rml ${PROJECT_VERSION}\n$" ARGS version)
+rml_cli_test(version.extra_argument EXIT 1 STDERR "The following argument was not expected: now" ARGS version now)
 # NaN is left out of min/max/mean and counted; infinities are values.
 rml_cli_test(run.nan_and_inf EXPECTED run_log.txt ARGS run ${data}/log --input x=${data}/log_input.npy)
+
+# Exit code 4: outputs outside the tolerance of --compare (random inputs against the reference
+# outputs of other inputs); within a tolerance wide enough they pass.
+rml_cli_test(run.compare_mismatch EXIT 4 STDERR "\nrml: MISMATCH: y\\[[0-9], [0-9]\\]: got [-0-9.e]+, expected [-0-9.e]+ \\(abs error"
+             STDOUT "\ncompare y: MISMATCH " ARGS run tests/data/torch_mlp --compare tests/data/torch_mlp.expected.safetensors)
+rml_cli_test(run.compare_wide STDOUT "\ncompare y: ok \\(max abs error " ARGS run tests/data/torch_mlp --atol 1
+             --compare tests/data/torch_mlp.expected.safetensors)
+rml_cli_test(run.compare_reference STDOUT "\ncompare y: ok \\(max abs error [0-9.e-]+, max rel error [0-9.e-]+\\)\n"
+             ARGS run tests/data/torch_mlp --inputs tests/data/torch_mlp.expected.safetensors
+             --compare tests/data/torch_mlp.expected.safetensors)
+rml_cli_test(run.inputs_missing EXIT 2 STDERR "^rml: NOT_FOUND: tests/cli/data/missing.safetensors"
+             ARGS run tests/data/torch_mlp --inputs ${data}/missing.safetensors)
+rml_cli_test(run.inputs_none EXIT 2 STDERR "^rml: NOT_FOUND: tests/data/torch_mlp.safetensors: no tensor is named after an input of the model or input.<k> \\(inputs: x\\)\n$"
+             ARGS run tests/data/torch_mlp --inputs tests/data/torch_mlp.safetensors)
+rml_cli_test(convert.bad_out EXIT 1 STDERR "OUT: 'out/' names no file" ARGS convert ${mlp} out/)
+
+# The tool's SHA-256 against FIPS 180-2's vectors (a few lines of C++ beside the tool's header).
+add_executable(rml_cli_sha256_test "${_rml_cli_dir}/sha256_test.cpp")
+target_include_directories(rml_cli_sha256_test PRIVATE "${PROJECT_SOURCE_DIR}/examples/rml")
+if(TARGET rml_warnings)
+  target_link_libraries(rml_cli_sha256_test PRIVATE rml_warnings)
+endif()
+add_test(NAME cli.sha256 COMMAND rml_cli_sha256_test)
+set_tests_properties(cli.sha256 PROPERTIES LABELS cli)
+
+# The machine-readable outputs against NumPy and hashlib (Debian's /usr/bin/python3 has NumPy).
+set(_rml_cli_python /usr/bin/python3)
+if(NOT EXISTS "${_rml_cli_python}")
+  find_package(Python3 QUIET COMPONENTS Interpreter)
+  set(_rml_cli_python "${Python3_EXECUTABLE}")
+endif()
+execute_process(COMMAND "${_rml_cli_python}" -c "import numpy" RESULT_VARIABLE _rml_cli_numpy OUTPUT_QUIET ERROR_QUIET)
+if(_rml_cli_numpy EQUAL 0)
+  foreach(case info check run_random seed int_inputs file_inputs positional_names compare bench cut usage_errors)
+    add_test(NAME cli.py.${case}
+             COMMAND "${_rml_cli_python}" "${_rml_cli_dir}/test_cli.py" $<TARGET_FILE:rml_cli> "${PROJECT_SOURCE_DIR}"
+                     "${_rml_cli_work}/py_${case}" ${case})
+    set_tests_properties(cli.py.${case} PROPERTIES LABELS cli)
+  endforeach()
+else()
+  message(WARNING "rml: no Python with NumPy; the tests cli.py.* are not registered")
+endif()
