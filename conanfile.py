@@ -1,6 +1,6 @@
 """Conan 2 recipe for rml, a header-only C++20 library for neural-network inference graphs.
 
-    conan create .                      # package the checkout into the local cache
+    conan create .                      # package the checkout into the local cache, then build test_package/
     # consumer conanfile.txt: [requires] rml/0.1.0  [generators] CMakeDeps CMakeToolchain
     # consumer CMakeLists.txt: find_package(rml REQUIRED)  target_link_libraries(app PRIVATE rml::rml)
 
@@ -20,10 +20,13 @@ class RmlConan(ConanFile):
     name = "rml"
     version = "0.1.0"  # keep equal to project(VERSION) in CMakeLists.txt (a CTest test checks)
     description = "Header-only C++20 library for neural-network inference graphs"
+    license = "MIT"
+    url = "https://github.com/rml-project/rml"  # the recipe lives in the project's repository
+    homepage = "https://github.com/rml-project/rml"  # = project(HOMEPAGE_URL) in CMakeLists.txt (checked)
     topics = ("neural-networks", "inference", "onnx", "safetensors", "header-only")
     package_type = "header-library"
     settings = "os", "arch", "compiler", "build_type"
-    exports_sources = "include/*"
+    exports_sources = "include/*", "LICENSE"
     no_copy_source = True
     # rml uses msgpack-cxx with MSGPACK_NO_BOOST; do not pull Boost in for it.
     default_options = {"msgpack-cxx/*:use_boost": False}
@@ -43,6 +46,7 @@ class RmlConan(ConanFile):
         check_min_cppstd(self, 20)
 
     def package(self):
+        copy(self, "LICENSE", src=self.source_folder, dst=os.path.join(self.package_folder, "licenses"))
         copy(self, "*.hpp", src=os.path.join(self.source_folder, "include"),
              dst=os.path.join(self.package_folder, "include"))
 

@@ -1,6 +1,6 @@
 # Checks rml's layering: every header under include/rml/{core,ir,io,check,edit,serial} must
 # preprocess without reaching Eigen (only exec/ may), and rml/rml.hpp must compile alone
-# in a fresh translation unit with -Wall -Wextra -Wpedantic -Werror.
+# in a fresh translation unit with -Wall -Wextra -Wpedantic -Werror, and fails with rml's #error below C++20.
 # Usage: cmake -DCXX=<compiler> -DINCLUDE_DIR=<include> -DWORK_DIR=<dir> -P check_headers.cmake
 set(failed "")
 foreach(area core ir io check edit serial)
@@ -27,6 +27,16 @@ execute_process(COMMAND ${CXX} -std=c++20 -Wall -Wextra -Wpedantic -Werror -I${I
                 ERROR_VARIABLE err RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   list(APPEND failed "rml/rml.hpp does not compile alone with -Werror:\n${err}")
+endif()
+
+# Below C++20 the first error is rml's own #error, not hundreds from deep inside a header.
+execute_process(COMMAND ${CXX} -std=c++17 -I${INCLUDE_DIR} ${extra} -DMSGPACK_NO_BOOST -fsyntax-only ${WORK_DIR}/alone.cpp
+                ERROR_VARIABLE err RESULT_VARIABLE rc)
+string(REGEX MATCH "[^\n]*error[^\n]*" first_error "${err}")
+string(REGEX MATCHALL "error:" errors "${err}")
+list(LENGTH errors error_count)
+if(rc EQUAL 0 OR NOT first_error MATCHES "rml: needs C\\+\\+20" OR error_count GREATER 2)
+  list(APPEND failed "rml/rml.hpp with -std=c++17: not stopped by rml's #error (exit ${rc}, ${error_count} errors):\n${err}")
 endif()
 
 if(failed)

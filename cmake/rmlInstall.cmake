@@ -1,15 +1,21 @@
 # Install rules: headers, the rml::rml target, rmlConfig.cmake (+ version file) and rml.pc.
 # Everything rml installs is architecture independent, so it all goes under share/.
+# All of it is component `rml`; with RML_INSTALL off (rml as a subproject) the component is left out of a
+# plain `cmake --install`, and the rules exist only so that rml::rml is in an export set.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(RML_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/rml" CACHE STRING "Where rmlConfig.cmake is installed")
 set(RML_INSTALL_PKGCONFIGDIR "${CMAKE_INSTALL_DATADIR}/pkgconfig" CACHE STRING "Where rml.pc is installed")
 mark_as_advanced(RML_INSTALL_CMAKEDIR RML_INSTALL_PKGCONFIGDIR)
+set(_rml_component COMPONENT rml)
+if(NOT RML_INSTALL)
+  list(APPEND _rml_component EXCLUDE_FROM_ALL)
+endif()
 
-install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/rml" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
-install(TARGETS rml EXPORT rmlTargets)
-install(EXPORT rmlTargets NAMESPACE rml:: DESTINATION "${RML_INSTALL_CMAKEDIR}")
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/rml" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" ${_rml_component})
+install(TARGETS rml EXPORT rmlTargets ${_rml_component})
+install(EXPORT rmlTargets NAMESPACE rml:: DESTINATION "${RML_INSTALL_CMAKEDIR}" ${_rml_component})
 
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/rmlConfig.cmake.in"
                               "${PROJECT_BINARY_DIR}/rmlConfig.cmake"
@@ -18,7 +24,7 @@ write_basic_package_version_file("${PROJECT_BINARY_DIR}/rmlConfigVersion.cmake"
                                  COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
 install(FILES "${PROJECT_BINARY_DIR}/rmlConfig.cmake" "${PROJECT_BINARY_DIR}/rmlConfigVersion.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/rmlDependencies.cmake"
-        DESTINATION "${RML_INSTALL_CMAKEDIR}")
+        DESTINATION "${RML_INSTALL_CMAKEDIR}" ${_rml_component})
 
 # rml.pc: relocatable (paths relative to the .pc file). Eigen and simdjson ship pkg-config files
 # (eigen3, simdjson; simdjson's brings -lsimdjson). msgpack-cxx ships one only in some versions:
@@ -62,4 +68,4 @@ else()
   endforeach()
 endif()
 configure_file("${PROJECT_SOURCE_DIR}/cmake/rml.pc.in" "${PROJECT_BINARY_DIR}/rml.pc" @ONLY)
-install(FILES "${PROJECT_BINARY_DIR}/rml.pc" DESTINATION "${RML_INSTALL_PKGCONFIGDIR}")
+install(FILES "${PROJECT_BINARY_DIR}/rml.pc" DESTINATION "${RML_INSTALL_PKGCONFIGDIR}" ${_rml_component})

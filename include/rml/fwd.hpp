@@ -1,6 +1,8 @@
 // Forward declarations of rml's main types: cheap to include in headers that only name them.
 #pragma once
 
+#include "rml/core/config.hpp"
+
 #include <cstdint>
 
 namespace rml {

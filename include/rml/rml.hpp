@@ -1,6 +1,7 @@
 // rml: header-only C++20 inference graphs. This umbrella includes every entry header.
 #pragma once
 
+#include "rml/core/config.hpp"  // #error unless the compiler is in C++20 mode
 #include "rml/version.hpp"
 
 #include "rml/core/equal.hpp"
@@ -23,3 +24,4 @@
 
 #include "rml/exec/edit_hooks.hpp"  // the executor, and Graph::run / eager ops through it
 #include "rml/exec/executor.hpp"
+#include "rml/exec/session.hpp"  // InferenceSession: feeds and outputs by name

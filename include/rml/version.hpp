@@ -1,6 +1,8 @@
 // rml's version.
 #pragma once
 
+#include "rml/core/config.hpp"
+
 #define RML_VERSION_MAJOR 0
 #define RML_VERSION_MINOR 1
 #define RML_VERSION_PATCH 0

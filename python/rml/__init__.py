@@ -6,6 +6,8 @@
     (y,) = graph.run([np.ones((2, 12), np.float32)])
     np.asarray(y)                              # shares y's memory
 
+Models run by name as with ONNX Runtime: `rml.InferenceSession("mlp").run(None, {"x": x})`.
+
 Ops (`rml.relu`, `rml.add`, `rml.sum(x, [1], True)`, ...) compute at once on concrete tensors and record a
 node inside `rml.trace`. Graph surgery lives in `rml.graph` (merge, split, extract). Every failure raises a
 subclass of `rml.Error` (`rml.InvalidArgumentError`, ...) whose `code_name` says its code.

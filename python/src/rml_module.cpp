@@ -30,6 +30,7 @@
 #include "rml/edit/edit.hpp"
 #include "rml/exec/edit_hooks.hpp"
 #include "rml/exec/executor.hpp"
+#include "rml/exec/session.hpp"
 #include "rml/io/graph_io.hpp"
 #include "rml/ir/graph.hpp"
 #include "rml/serial/serialize.hpp"
@@ -179,6 +180,20 @@ DType dtype_of_numpy(const py::dtype& dt, const char* what) {
                                           py::str(static_cast<const py::handle&>(dt)).cast<std::string>());
 }
 
+std::string dtype_text(const py::handle& data) {
+  const py::object dt = py::getattr(data, "dtype", py::none());
+  return dt.is_none() ? std::string(py::str(py::type::of(data).attr("__name__"))) : std::string(py::str(dt));
+}
+
+/// TypeError for arrays whose elements are not numbers (object, str, bytes, datetime, structured):
+/// NumPy would try to parse or cast them element by element, and its failure would be lost.
+void check_numeric(const py::array& array, const char* what) {
+  const char kind = array.dtype().kind();
+  if (kind == 'f' || kind == 'i' || kind == 'u' || kind == 'b' || kind == 'c') return;  // complex: a dtype error later
+  throw py::type_error(std::string(what) + ": an array of dtype " + std::string(py::str(array.dtype())) +
+                       " holds no numbers; rml takes float32 and int32 arrays");
+}
+
 /// A dtype argument: rml.DType, "f32"/"i32"/"float32"/"int32", or anything numpy.dtype() takes.
 DType dtype_arg(const py::handle& h, const char* what = "dtype") {
   if (py::isinstance<DType>(h)) return h.cast<DType>();
@@ -214,6 +229,7 @@ Tensor to_tensor(const py::handle& data, std::optional<DType> dtype, const char*
     return t;
   }
   py::array array = numpy().attr("asarray")(data);
+  check_numeric(array, what);
   const DType target = dtype ? *dtype : default_dtype(array.dtype(), what);
   // An integer array wider than int32 must fit: rml stores int64 indices as int32.
   if (target == DType::i32 && array.dtype().kind() != 'f' && array.dtype().itemsize() > 4 && array.size() > 0) {
@@ -227,7 +243,11 @@ Tensor to_tensor(const py::handle& data, std::optional<DType> dtype, const char*
     array = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(array);
   else
     array = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>::ensure(array);
-  if (!array) throw py::error_already_set();
+  if (!array) {
+    // ensure() clears NumPy's error; say what could not be converted instead.
+    throw Error(Code::invalid_argument, std::string(what) + ": cannot convert an array of " + dtype_text(data) +
+                                            " to " + std::string(dtype_name(target)));
+  }
   if (reinterpret_cast<std::uintptr_t>(array.data()) % element_size(target) != 0) array = array.attr("copy")();
   std::vector<std::int64_t> dims(array.shape(), array.shape() + array.ndim());
   TensorType type{target, Shape(std::move(dims))};
@@ -1080,6 +1100,10 @@ void define_executor(py::module_& m) {
       .def(
           "run",
           [](const Executor& e, const py::iterable& inputs) {
+            if (py::isinstance<py::dict>(inputs))
+              throw Error(Code::invalid_argument,
+                          "Executor.run: takes inputs in order (a list); for feeds by name use "
+                          "rml.InferenceSession(graph).run(None, feeds)");
             std::vector<Tensor> in = run_inputs(inputs, [&](std::size_t i) -> std::optional<DType> {
               if (i >= e.input_names().size()) return std::nullopt;
               return e.input_type(i).dtype;
@@ -1104,6 +1128,139 @@ void define_executor(py::module_& m) {
       .def_property_readonly("threads", &Executor::threads);
 }
 
+// ---------------------------------------------------------------------------------------------
+// InferenceSession: ONNX Runtime's Python API over rml::InferenceSession
+
+const char* numpy_name(DType d) { return d == DType::f32 ? "float32" : "int32"; }
+
+/// `value` as the tensor for input `name` of type `want`, never converted: an array of another dtype is
+/// refused rather than narrowed, a non-contiguous one rather than silently copied. A C-contiguous,
+/// aligned array is wrapped, not copied; a misaligned one is copied (alignment is rml's business).
+Tensor feed_tensor(const std::string& name, const py::handle& value, const TensorType& want, bool writable) {
+  const std::string where = std::string(writable ? "run_into: output '" : "run: input '") + name + "'";
+  if (py::isinstance<Tensor>(value)) return value.cast<Tensor>();  // the session checks its type
+  py::array array = numpy().attr("asarray")(value);
+  check_numeric(array, where.c_str());
+  const py::dtype expected = py::dtype(numpy_name(want.dtype));
+  if (!array.dtype().equal(expected))
+    throw Error(Code::invalid_argument, where + " must be " + numpy_name(want.dtype) + " (" + want.to_string() +
+                                            "), got " + std::string(py::str(array.dtype())) +
+                                            "; rml converts nothing: pass .astype(numpy." + numpy_name(want.dtype) +
+                                            ")");
+  if (!(array.flags() & py::array::c_style))
+    throw Error(Code::invalid_argument,
+                where + " is not C-contiguous; pass numpy.ascontiguousarray(...) (rml reads it in place)");
+  if (writable && !array.writeable()) throw Error(Code::invalid_argument, where + " is read-only");
+  if (reinterpret_cast<std::uintptr_t>(array.data()) % element_size(want.dtype) != 0) {
+    if (writable) throw Error(Code::invalid_argument, where + " is not aligned to its element size");
+    array = array.attr("copy")();
+  }
+  std::vector<std::int64_t> dims(array.shape(), array.shape() + array.ndim());
+  return Tensor::view(TensorType{want.dtype, Shape(std::move(dims))}, std::make_shared<NumpyStorage>(std::move(array)),
+                      0);
+}
+
+/// A {name: array} mapping as named tensors, every name a str.
+NamedTensors named_tensors(const py::handle& mapping, const std::vector<NodeArg>& args, bool writable,
+                           const char* what) {
+  if (!py::isinstance<py::dict>(mapping))
+    throw py::type_error(std::string(what) + ": takes a dict {name: numpy array}, got " +
+                         std::string(py::str(py::type::of(mapping).attr("__name__"))));
+  NamedTensors out;
+  for (const auto& [key, value] : mapping.cast<py::dict>()) {
+    if (!py::isinstance<py::str>(key))
+      throw py::type_error(std::string(what) + ": names must be str, got " +
+                           std::string(py::str(py::type::of(key).attr("__name__"))));
+    const auto name = key.cast<std::string>();
+    const auto arg = std::find_if(args.begin(), args.end(), [&](const NodeArg& a) { return a.name == name; });
+    // An unknown name: the session's own message lists the names it has.
+    out.emplace(name, arg == args.end() ? Tensor() : feed_tensor(name, value, arg->type, writable));
+  }
+  return out;
+}
+
+std::string node_arg_type(const NodeArg& a) { return a.type.dtype == DType::f32 ? "tensor(float)" : "tensor(int32)"; }
+
+void define_session(py::module_& m) {
+  py::class_<NodeArg>(m, "NodeArg", "An input or output of a session: .name, .shape, .type (as ONNX Runtime's).")
+      .def_readonly("name", &NodeArg::name)
+      .def_property_readonly(
+          "shape", [](const NodeArg& a) { return std::vector<std::int64_t>(a.type.shape.begin(), a.type.shape.end()); })
+      .def_property_readonly("type", &node_arg_type, "ONNX Runtime's type string: tensor(float) or tensor(int32).")
+      .def_property_readonly(
+          "dtype", [](const NodeArg& a) { return py::dtype(numpy_name(a.type.dtype)); },
+          "The NumPy dtype a feed must have.")
+      .def_property_readonly("tensor_type", [](const NodeArg& a) { return a.type; })
+      .def("__repr__", [](const NodeArg& a) {
+        return "NodeArg(name='" + a.name + "', type='" + node_arg_type(a) + "', shape=" + a.type.shape.to_string() +
+               ")";
+      });
+
+  py::class_<InferenceSession>(
+      m, "InferenceSession",
+      "A model compiled for running, fed by name (ONNX Runtime's API): run(output_names, {name: array}).")
+      .def(py::init([](const py::object& model, int threads, const py::object& providers) {
+             if (!providers.is_none())
+               for (const py::handle& p : providers) {
+                 const std::string name = py::str(py::isinstance<py::tuple>(p) ? p.cast<py::tuple>()[0] : p);
+                 if (name != "CPUExecutionProvider")
+                   throw Error(Code::unsupported, "InferenceSession: rml runs on the CPU only; provider " + name +
+                                                      " is not available (pass CPUExecutionProvider or nothing)");
+               }
+             SessionOptions options;
+             options.threads = threads;
+             if (py::isinstance<Graph>(model))
+               return unwrap(InferenceSession::create(model.cast<const Graph&>(), options));
+             const auto path = py::module_::import("os").attr("fspath")(model).cast<std::string>();
+             Result<InferenceSession> session = [&] {
+               py::gil_scoped_release nogil;
+               return InferenceSession::create(std::filesystem::path(path), options);
+             }();
+             return unwrap(std::move(session));
+           }),
+           "model"_a, "threads"_a = 0, "providers"_a = py::none(),
+           "`model`: an rml-graph stem or .json path, a .msgpack file, or an rml.Graph. `threads`: intra-op threads "
+           "(0 = all cores), on the process's shared pool.")
+      .def("get_inputs", &InferenceSession::inputs)
+      .def("get_outputs", &InferenceSession::outputs)
+      .def("get_providers", [](const InferenceSession&) { return std::vector<std::string>{"CPUExecutionProvider"}; })
+      .def(
+          "run",
+          [](const InferenceSession& s, const py::object& output_names, const py::object& input_feed,
+             const py::object&) {
+            NamedTensors feeds = named_tensors(input_feed, s.inputs(), false, "run");
+            std::vector<std::string> names;
+            if (!output_names.is_none()) names = output_names.cast<std::vector<std::string>>();
+            Result<NamedTensors> out = [&] {
+              py::gil_scoped_release nogil;
+              return s.run(feeds, names);
+            }();
+            NamedTensors results = unwrap(std::move(out));
+            py::list arrays;
+            if (names.empty())
+              for (const NodeArg& a : s.outputs()) names.push_back(a.name);
+            for (const std::string& name : names) arrays.append(tensor_as_numpy(py::cast(results.at(name))));
+            return arrays;
+          },
+          "output_names"_a, "input_feed"_a, "run_options"_a = py::none(),
+          "Runs on {name: array} and returns the outputs named (all when None) as NumPy arrays, in that order. "
+          "Arrays are read in place and never converted; the outputs own their memory. Releases the GIL.")
+      .def(
+          "run_into",
+          [](const InferenceSession& s, const py::object& input_feed, const py::object& outputs) {
+            NamedTensors feeds = named_tensors(input_feed, s.inputs(), false, "run_into");
+            NamedTensors out = named_tensors(outputs, s.outputs(), true, "run_into");
+            Status st = [&] {
+              py::gil_scoped_release nogil;
+              return s.run_into(feeds, out);
+            }();
+            check(st);
+          },
+          "input_feed"_a, "outputs"_a,
+          "Runs into preallocated, C-contiguous, writable arrays {output name: array} in place; outputs left out "
+          "are computed and dropped.")
+      .def_property_readonly("threads", [](const InferenceSession& s) { return s.executor().threads(); });
+}
 }  // namespace
 }  // namespace rml::python
 
@@ -1119,4 +1276,5 @@ PYBIND11_MODULE(_rml, m) {
   define_graph(m);
   define_io_and_serial(m);
   define_executor(m);
+  define_session(m);
 }

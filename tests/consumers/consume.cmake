@@ -2,7 +2,7 @@
 # in one way (KIND), configures and builds it as a user would, runs it on a model and checks
 # what it prints against counts read from the model's JSON.
 #
-#   -DKIND=install|find_package|add_subdirectory|fetchcontent|meson_subproject|pkg_config|
+#   -DKIND=install|find_package|add_subdirectory|fetchcontent|meson_subproject|pkg_config|plain_include|
 #          dependency_lookup.missing|dependency_lookup.msgpack6 (configure only)
 #   -DRML_SOURCE_DIR=<rml checkout>   -DWORK_DIR=<scratch directory for this test>
 #   -DPREFIX=<install prefix shared by install, find_package and pkg_config>
@@ -98,6 +98,38 @@ elseif(KIND STREQUAL "add_subdirectory")
   stage()
   vendor("${src}/third_party/rml")
   cmake_build()
+  check_consumer("${build}/consumer")
+  # A plain install holds the consumer's files only; `--component rml` adds rml's headers and config.
+  step("install" "${CMAKE_COMMAND}" --install "${build}" --prefix "${WORK_DIR}/prefix")
+  if(NOT EXISTS "${WORK_DIR}/prefix/lib/cmake/app/appTargets.cmake")
+    message(FATAL_ERROR "add_subdirectory: the consumer's export set was not installed")
+  endif()
+  if(EXISTS "${WORK_DIR}/prefix/include/rml")
+    message(FATAL_ERROR "add_subdirectory: a plain install of the consumer installed rml's headers")
+  endif()
+  step("install rml" "${CMAKE_COMMAND}" --install "${build}" --prefix "${WORK_DIR}/prefix" --component rml)
+  foreach(file include/rml/rml.hpp share/cmake/rml/rmlTargets.cmake)
+    if(NOT EXISTS "${WORK_DIR}/prefix/${file}")
+      message(FATAL_ERROR "add_subdirectory: --component rml did not install ${file}")
+    endif()
+  endforeach()
+
+elseif(KIND STREQUAL "plain_include")
+  # The README's plain compiler line, word for word, with the checkout's include/ and this build's compiler.
+  file(READ "${RML_SOURCE_DIR}/README.md" readme)
+  string(REGEX MATCH "\n(g\\+\\+ -std=c\\+\\+20 [^\n]*app\\.cpp[^\n]*)" found "${readme}")
+  if(NOT found)
+    message(FATAL_ERROR "plain_include: README.md has no line `g++ -std=c++20 ... app.cpp ...`")
+  endif()
+  string(REGEX REPLACE " +#.*$" "" line "${CMAKE_MATCH_1}")
+  separate_arguments(words UNIX_COMMAND "${line}")
+  list(POP_FRONT words)
+  list(TRANSFORM words REPLACE "^-Iinclude$" "-I${RML_SOURCE_DIR}/include")
+  list(TRANSFORM words REPLACE "^app\\.cpp$" "${here}/main.cpp")
+  list(TRANSFORM words REPLACE "^app$" "${build}/consumer")
+  file(REMOVE_RECURSE "${WORK_DIR}")
+  file(MAKE_DIRECTORY "${build}")
+  step("compile (${line})" "${CXX}" ${words})
   check_consumer("${build}/consumer")
 
 elseif(KIND STREQUAL "fetchcontent")

@@ -1,5 +1,6 @@
 # Every way of consuming rml is a CTest test (label `consumer`): install + find_package,
-# add_subdirectory, FetchContent, a meson subproject, and pkg-config with a plain compiler line.
+# add_subdirectory, FetchContent, a meson subproject, pkg-config with a plain compiler line, and the
+# README's plain `g++ -I...` line.
 # Each configures, builds and runs a one-file project; see consumers/consume.cmake.
 #
 # Included from tests/CMakeLists.txt. Not registered in sanitizer builds: they test packaging,
@@ -36,6 +37,7 @@ rml_add_consumer_test(find_package FIXTURE_REQUIRED rml_installed)
 rml_add_consumer_test(dependency_lookup.missing FIXTURE_REQUIRED rml_installed)
 rml_add_consumer_test(dependency_lookup.msgpack6 FIXTURE_REQUIRED rml_installed)
 rml_add_consumer_test(add_subdirectory)
+rml_add_consumer_test(plain_include)
 rml_add_consumer_test(fetchcontent)
 # A CI checkout may belong to another user than the one running the tests; trust this one
 # repository (and nothing else) for git's ownership check, for this test only.

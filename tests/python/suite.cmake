@@ -36,6 +36,21 @@ add_test(NAME python.bindings
 set_tests_properties(python.bindings PROPERTIES LABELS "python" ENVIRONMENT "${_rml_py_env};RML_REQUIRE_BINDINGS=1"
                                                 TIMEOUT 300)
 
+# rml.InferenceSession: good and bad feeds, zero copies, run_into (python/tests/test_session.py).
+add_test(NAME python.session
+         COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider --noconftest
+                 "${PROJECT_SOURCE_DIR}/python/tests/test_session.py")
+set_tests_properties(python.session PROPERTIES LABELS "python" TIMEOUT 300
+                     ENVIRONMENT "${_rml_py_env};RML_REQUIRE_BINDINGS=1;RML_TEST_DATA=${PROJECT_SOURCE_DIR}/tests/data")
+
+# `pip install .` into a fresh venv, offline, and the installed package runs a model. It compiles the
+# extension once more (about as long as the rml_python target).
+add_test(NAME python.pip_install
+         COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/pip_install
+                 -DPYTHON=${Python3_EXECUTABLE} "-DLAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}"
+                 -P "${CMAKE_CURRENT_LIST_DIR}/pip_install.cmake")
+set_tests_properties(python.pip_install PROPERTIES LABELS "python" TIMEOUT 1200)
+
 # `cmake --install` of the python component gives a package that imports and computes.
 add_test(NAME python.install
          COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DPREFIX=${CMAKE_CURRENT_BINARY_DIR}/python_install

@@ -1,6 +1,8 @@
 // DType: the element types rml computes with, and their traits.
 #pragma once
 
+#include "rml/core/config.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>

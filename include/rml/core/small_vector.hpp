@@ -9,6 +9,8 @@
 // elements are inline exactly while capacity() == N.
 #pragma once
 
+#include "rml/core/config.hpp"
+
 #include <algorithm>
 #include <compare>
 #include <cstddef>

@@ -1,6 +1,8 @@
 // Status, Result<T> and Error: how every fallible rml call reports failure.
 #pragma once
 
+#include "rml/core/config.hpp"
+
 #include <cstdint>
 #include <exception>
 #include <memory>

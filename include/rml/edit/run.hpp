@@ -2,9 +2,10 @@
 //
 // A graph whose nodes all sit on one device compiles to one executor. A graph placed on several
 // devices (a merge across cpu(0) and cpu(1)) is cut into stages, each a maximal run of
-// consecutive nodes on one device, and every stage gets its own executor: its own arena
-// (workspace) and its own thread pool. run() passes values between stages by name; the `copy`
-// nodes a merge inserted are where a value changes device.
+// consecutive nodes on one device, and every stage gets its own executor and arena (workspace).
+// Threads come from one pool per device (ThreadPool::shared), so stages alternating between cpu:0
+// and cpu:1 use two pools, not one per stage. run() passes values between stages by name; the
+// `copy` nodes a merge inserted are where a value changes device.
 #pragma once
 
 #include <cstddef>

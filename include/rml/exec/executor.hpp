@@ -25,8 +25,12 @@ namespace rml {
 
 /// How an executor runs.
 struct ExecutorOptions {
-  /// Threads for intra-op parallelism (the calling thread included); 0 = all cores.
+  /// Threads for intra-op parallelism (the calling thread included); 0 = all cores. Clamped to
+  /// ThreadPool::max_threads(); with `pool`, also to the pool's threads.
   int threads = 0;
+  /// The workers to run on. None: the process-wide pool of the graph's CPU device
+  /// (ThreadPool::shared), which every executor on that device shares.
+  std::shared_ptr<const ThreadPool> pool = nullptr;
 };
 
 namespace detail {
@@ -358,6 +362,18 @@ class ProgramBuilder {
   std::vector<std::uint8_t> absorbed_;
 };
 
+/// The pool an executor runs on, limited to its thread count; none at one thread. The default is the
+/// shared pool of the CPU device the graph's nodes sit on, so one process starts one pool per device.
+inline Result<std::shared_ptr<const ThreadPool>> executor_pool(const GraphDef& graph, const ExecutorOptions& options) {
+  int threads = ThreadPool::clamp_threads(options.threads);
+  if (options.pool)
+    threads = options.threads <= 0 ? options.pool->threads() : std::min(threads, options.pool->threads());
+  if (threads <= 1) return std::shared_ptr<const ThreadPool>();
+  if (options.pool) return options.pool->limited(threads);
+  const std::int32_t device = graph.nodes.empty() ? 0 : graph.nodes.front().device.index;
+  return ThreadPool::shared(threads, device);
+}
+
 }  // namespace detail
 
 /// Runs a checked graph on the CPU. Cheap to copy (copies share the compiled program, the
@@ -371,13 +387,13 @@ class Executor {
   static Result<Executor> create(const GraphDef& graph, ExecutorOptions options = {}) {
     for (const ConstantDef& c : graph.constants)  // mapped weights whose file shrank: DATA_LOSS, not SIGBUS
       if (c.data.defined()) RML_RETURN_IF_ERROR(c.data.storage()->verify());
-    int threads = options.threads;
-    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    RML_ASSIGN_OR_RETURN(auto pool, detail::executor_pool(graph, options));
+    const int threads = pool ? pool->threads() : 1;
     RML_ASSIGN_OR_RETURN(auto program, detail::ProgramBuilder(graph, threads).build());
     Executor e;
     e.program_ = std::move(program);
     e.workspaces_ = std::make_shared<detail::WorkspacePool>();
-    if (threads > 1) e.pool_ = std::make_shared<detail::ThreadPool>(threads);
+    e.pool_ = std::move(pool);
     return e;
   }
 
@@ -467,7 +483,7 @@ class Executor {
     for (std::size_t v = 0; v < p.types.size(); ++v)
       if (p.home[v] == detail::ValueHome::alias) ptrs[v] = ptrs[p.slot[v]];
 
-    const detail::ThreadPool* pool = pool_.get();
+    const ThreadPool* pool = pool_.get();
     for (const detail::Step& s : p.steps) {
       for (std::size_t i = 0; i < s.inputs.size(); ++i) ws->in_ptrs[i] = ptrs[s.inputs[i]];
       std::byte* out = ptrs[s.output];
@@ -489,7 +505,7 @@ class Executor {
 
   std::shared_ptr<const detail::Program> program_;
   std::shared_ptr<detail::WorkspacePool> workspaces_;
-  std::shared_ptr<detail::ThreadPool> pool_;
+  std::shared_ptr<const ThreadPool> pool_;  ///< none at 1 thread
 };
 
 }  // namespace rml

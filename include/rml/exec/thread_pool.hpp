@@ -1,4 +1,10 @@
-// ThreadPool: a small pool for intra-op parallelism; parallel_for allocates nothing.
+// ThreadPool: worker threads for intra-op parallelism, shared by executors; parallel_for allocates nothing.
+//
+// By default every executor on one device shares that device's process-wide pool (as ONNX Runtime's
+// global thread pool): two executors at 2 threads start one worker, not two. The pool grows to the
+// largest thread count any executor asked for and never shrinks; an executor that asked for fewer
+// threads still uses at most its own count at once (ThreadPool::limited). A pool of one's own is
+// made with ThreadPool::create and passed in ExecutorOptions::pool.
 #pragma once
 
 #include <algorithm>
@@ -6,13 +12,21 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-namespace rml::detail {
+#include "rml/core/status.hpp"
+
+namespace rml {
+
+namespace detail {
 
 /// A non-owning reference to a callable `void(std::int64_t)`; no allocation, unlike std::function.
 class TaskRef {
@@ -27,45 +41,68 @@ class TaskRef {
   void (*call_)(const void*, std::int64_t);
 };
 
-/// `threads - 1` workers; the caller of parallel_for is the last thread. Several callers may
-/// use one pool at once (concurrent Executor::run calls): their tasks interleave in the queue.
-class ThreadPool {
+/// Tests set this to make the next worker start fail as std::thread would when the system has no
+/// threads left (std::system_error), so the path that turns it into a Status is exercised.
+inline std::atomic<bool> fail_next_thread_start_for_testing{false};
+
+/// The worker threads and their queue. Several callers may use it at once (concurrent runs, several
+/// executors): their jobs interleave in the queue. It grows and never shrinks.
+class Workers {
  public:
-  explicit ThreadPool(int threads) {
-    const int workers = std::max(0, threads - 1);
-    queue_.reserve(64);
-    for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { work(); });
-  }
-  ThreadPool(const ThreadPool&) = delete;
-  ThreadPool& operator=(const ThreadPool&) = delete;
-  ~ThreadPool() {
+  Workers() { queue_.reserve(64); }
+  Workers(const Workers&) = delete;
+  Workers& operator=(const Workers&) = delete;
+  ~Workers() {
     stopping_.store(true, std::memory_order_relaxed);
     {
       std::lock_guard lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
-    for (auto& t : workers_) t.join();
+    std::lock_guard grow_lock(grow_mu_);
+    for (auto& t : threads_) t.join();
   }
 
-  /// Threads that run a parallel_for, the caller included.
-  [[nodiscard]] int threads() const noexcept { return static_cast<int>(workers_.size()) + 1; }
+  /// Workers running now.
+  [[nodiscard]] int count() const noexcept { return count_.load(std::memory_order_acquire); }
 
-  /// Calls `task(i)` for every i in [0, n), spread over the pool; returns when all are done.
-  void parallel_for(std::int64_t n, TaskRef task) const {
+  /// Starts workers until there are `workers`. INTERNAL when the system refuses a thread; the workers
+  /// started before it stay and are used.
+  Status grow_to(int workers) {
+    std::lock_guard grow_lock(grow_mu_);
+    while (std::ssize(threads_) < workers) {
+      try {
+        if (fail_next_thread_start_for_testing.exchange(false))
+          throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+        threads_.emplace_back([this] { work(); });
+      } catch (const std::system_error& e) {
+        return Status(Code::internal, "thread pool: cannot start worker " + std::to_string(threads_.size() + 1) +
+                                          " of " + std::to_string(workers) + ": " + e.what());
+      }
+      count_.store(static_cast<int>(threads_.size()), std::memory_order_release);
+    }
+    return {};
+  }
+
+  /// Calls `task(i)` for every i in [0, n) on the caller and at most `helpers` workers.
+  void parallel_for(std::int64_t n, TaskRef task, int helpers_at_most) const {
     if (n <= 0) return;
-    if (n == 1 || workers_.empty()) {
+    const std::int64_t helpers64 = std::min<std::int64_t>({n - 1, helpers_at_most, count()});
+    if (helpers64 <= 0) {
       for (std::int64_t i = 0; i < n; ++i) task(i);
       return;
     }
+    const auto helpers = static_cast<std::size_t>(helpers64);
     Job job{task, n};
-    const auto helpers = static_cast<std::size_t>(std::min<std::int64_t>(n - 1, std::ssize(workers_)));
     {
       std::lock_guard lock(mu_);
       for (std::size_t i = 0; i < helpers; ++i) queue_.push_back(&job);
       pending_.fetch_add(static_cast<int>(helpers), std::memory_order_release);
     }
-    if (helpers == 1) cv_.notify_one(); else cv_.notify_all();
+    if (helpers == 1)
+      cv_.notify_one();
+    else
+      cv_.notify_all();
     job.drain();
     {
       // Entries no worker picked up must not outlive `job`; after this no worker can take one.
@@ -139,9 +176,81 @@ class ThreadPool {
   mutable std::vector<Job*> queue_;
   mutable std::atomic<int> pending_{0};  ///< queue_.size(), readable without the lock
   std::atomic<bool> stopping_{false};
-  std::vector<std::thread> workers_;
   bool stop_ = false;
+  std::mutex grow_mu_;  ///< guards threads_
+  std::vector<std::thread> threads_;
+  std::atomic<int> count_{0};
 };
+
+}  // namespace detail
+
+/// Threads for intra-op parallelism: a handle on shared workers and how many threads (the caller of
+/// parallel_for included) one user of the handle may run at once. Copies of a handle share the
+/// workers; the workers stop when the last handle is gone.
+class ThreadPool {
+ public:
+  /// The most threads a pool runs: 4 per hardware thread, and never more than 1024.
+  static int max_threads() noexcept {
+    const int hardware = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 256u));
+    return std::min(4 * hardware, 1024);
+  }
+
+  /// `threads` clamped to [1, max_threads()]; 0 or less means one per hardware thread.
+  static int clamp_threads(int threads) noexcept {
+    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return std::clamp(threads, 1, max_threads());
+  }
+
+  /// A pool of its own with `threads` threads (clamped; `threads - 1` workers, the caller is the last).
+  /// INTERNAL when the system cannot start a thread.
+  static Result<std::shared_ptr<const ThreadPool>> create(int threads) {
+    auto workers = std::make_shared<detail::Workers>();
+    const int n = clamp_threads(threads);
+    RML_RETURN_IF_ERROR(workers->grow_to(n - 1));
+    return std::shared_ptr<const ThreadPool>(new ThreadPool(std::move(workers), n));
+  }
+
+  /// The process-wide pool of CPU device `device_index`, grown to `threads` (clamped) when it has fewer,
+  /// limited to `threads` for the caller. Executors that are given no pool use it, so every executor of
+  /// a process shares one set of workers per device.
+  static Result<std::shared_ptr<const ThreadPool>> shared(int threads, std::int32_t device_index = 0) {
+    static std::mutex mu;
+    static std::map<std::int32_t, std::shared_ptr<detail::Workers>> registry;
+    const int n = clamp_threads(threads);
+    std::shared_ptr<detail::Workers> workers;
+    {
+      std::lock_guard lock(mu);
+      auto& slot = registry[device_index];
+      if (!slot) slot = std::make_shared<detail::Workers>();
+      workers = slot;
+    }
+    RML_RETURN_IF_ERROR(workers->grow_to(n - 1));
+    return std::shared_ptr<const ThreadPool>(new ThreadPool(std::move(workers), n));
+  }
+
+  /// The same workers, at most `threads` of them at once (never more than this handle's).
+  [[nodiscard]] std::shared_ptr<const ThreadPool> limited(int threads) const {
+    return std::shared_ptr<const ThreadPool>(new ThreadPool(workers_, std::clamp(threads, 1, threads_)));
+  }
+
+  /// Threads that run a parallel_for, the caller included (fixed for the handle: its workers were
+  /// started before it was made, and workers never stop while a handle is alive).
+  [[nodiscard]] int threads() const noexcept { return threads_; }
+
+  /// Workers behind the handle, shared with every other handle on them.
+  [[nodiscard]] int workers() const noexcept { return workers_->count(); }
+
+  /// Calls `task(i)` for every i in [0, n), spread over at most threads() threads; returns when all are done.
+  void parallel_for(std::int64_t n, detail::TaskRef task) const { workers_->parallel_for(n, task, threads_ - 1); }
+
+ private:
+  ThreadPool(std::shared_ptr<detail::Workers> workers, int threads) : workers_(std::move(workers)), threads_(threads) {}
+
+  std::shared_ptr<detail::Workers> workers_;
+  int threads_;
+};
+
+namespace detail {
 
 /// Items per part so that each part holds at least `min_work` units of work (multiply-adds,
 /// elements touched) when one item costs `work_per_item`, and at least `min_items`: below that,
@@ -169,4 +278,5 @@ void parallel_ranges(const ThreadPool* pool, std::int64_t total, std::int64_t gr
   pool->parallel_for(parts, body);
 }
 
-}  // namespace rml::detail
+}  // namespace detail
+}  // namespace rml
