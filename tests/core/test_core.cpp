@@ -116,3 +116,43 @@ TEST_CASE("reflection walks fields; structural equality names the first differen
   ConstantDef c2{0, "w", Tensor::from_vector<float>({1, 3}, {2}), false};
   CHECK(assert_structural_equal(c1, c2).message() == "not structurally equal: data: tensor data differs at element 1");
 }
+
+TEST_CASE("checked arithmetic: overflow is an answer, not undefined behaviour") {
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  CHECK(rml::checked_mul(max, 2) == std::nullopt);
+  CHECK(rml::checked_mul(-1, std::numeric_limits<std::int64_t>::min()) == std::nullopt);
+  CHECK(rml::checked_mul(3, 4) == 12);
+  CHECK(rml::checked_add(max, 1) == std::nullopt);
+  CHECK(rml::checked_add(max - 1, 1) == max);
+  CHECK(rml::checked_sub(std::numeric_limits<std::int64_t>::min(), 1) == std::nullopt);
+  const std::int64_t big = std::int64_t{1} << 40;
+  // A zero dimension makes no elements, but the other dimensions' product must still fit.
+  CHECK(rml::Shape{0, big, big}.checked_numel() == std::nullopt);
+  CHECK(rml::Shape{0, big}.checked_numel() == 0);
+  CHECK(rml::Shape{big, -1}.checked_numel() == std::nullopt);
+  CHECK(rml::Shape{big, -1}.numel() == 0);  // unchecked use of an invalid shape reads nothing
+  CHECK(rml::checked_bytes(rml::TensorType{rml::DType::f32, {std::int64_t{1} << 61}}) == std::nullopt);
+  CHECK(rml::checked_bytes(rml::TensorType{rml::DType::f32, {(std::int64_t{1} << 61) - 1}}) ==
+        ((std::int64_t{1} << 61) - 1) * 4);
+  CHECK(rml::checked_numel(rml::Shape{2, 3}) == 6);
+  CHECK_THROWS_AS((void)rml::Tensor::zeros(rml::DType::f32, {big, big}), rml::Error);
+}
+
+TEST_CASE("Tensor reports its device and moves to the CPU as itself") {
+  const rml::Tensor t = rml::Tensor::from_vector<float>({1, 2}, {2});
+  CHECK(t.device() == rml::Device::cpu());
+  const rml::Tensor same = t.to(rml::Device::cpu());
+  CHECK(same.storage() == t.storage());
+  CHECK(same.to_vector<float>() == std::vector<float>{1, 2});
+  CHECK_THROWS_AS((void)t.to(rml::Device{rml::DeviceKind::gpu, 0}), rml::Error);
+}
+
+TEST_CASE("Tensor::reshape in checked arithmetic") {
+  const rml::Tensor t = rml::Tensor::zeros(rml::DType::f32, {6});
+  CHECK(t.reshape({-1, 3}).shape() == rml::Shape{2, 3});
+  CHECK(t.reshape({2, -1}).shape() == rml::Shape{2, 3});
+  const std::int64_t big = std::int64_t{1} << 40;
+  CHECK_THROWS_AS((void)t.reshape({big, big, -1}), rml::Error);  // used to overflow
+  CHECK_THROWS_AS((void)t.reshape({0, -1}), rml::Error);
+  CHECK_THROWS_AS((void)t.reshape({4, -1}), rml::Error);
+}

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rml/check/kernel.hpp"
+#include "rml/core/checked.hpp"
 #include "rml/core/shape.hpp"
 #include "rml/core/status.hpp"
 #include "rml/ir/attrs.hpp"
@@ -118,10 +119,26 @@ inline Status expect_range(std::string_view attr, const Dims& v, std::int64_t lo
   return {};
 }
 
-inline Status output_fits(const Dims& dims) {
-  if (!Shape(dims).checked_numel())
+/// OK when a tensor of `dims` has a byte size int64 holds (TensorType::checked_nbytes). Every
+/// rule checks its output with it before deriving a plan from the output's dimensions.
+inline Status output_fits(const Dims& dims, DType dtype = DType::f32) {
+  if (!TensorType{dtype, Shape(dims)}.checked_nbytes())
     return invalid_argument("output shape " + str(dims) + " has more elements than int64 can count");
   return {};
+}
+
+/// `a + b` for a size derived from attributes, or an error naming `what`.
+inline Result<std::int64_t> add_extent(std::int64_t a, std::int64_t b, std::string_view what) {
+  const auto r = checked_add(a, b);
+  if (!r) return invalid_argument(std::string(what) + " overflows int64 (" + str(a) + " + " + str(b) + ")");
+  return *r;
+}
+
+/// `a * b` for a size derived from attributes, or an error naming `what`.
+inline Result<std::int64_t> mul_extent(std::int64_t a, std::int64_t b, std::string_view what) {
+  const auto r = checked_mul(a, b);
+  if (!r) return invalid_argument(std::string(what) + " overflows int64 (" + str(a) + " * " + str(b) + ")");
+  return *r;
 }
 
 inline CompiledOp single(DType dtype, Dims dims, Kernel k) {
@@ -191,6 +208,7 @@ inline Result<CompiledOp> compile_broadcast(OpCode op, std::span<const TensorTyp
     for (std::size_t i = 0; i < in.size(); ++i) s += (i ? " with " : "") + in[i].to_string();
     return invalid_argument(s);
   }
+  RML_RETURN_IF_ERROR(output_fits(*out));
   BroadcastPlan p;
   p.n = Shape(*out).numel();
   p.dims = *out;
@@ -223,6 +241,7 @@ inline Result<CompiledOp> compile_matmul(std::span<const TensorType> in) {
   Dims out = *batch;
   if (!a_vec) out.push_back(m);
   if (!b_vec) out.push_back(n);
+  RML_RETURN_IF_ERROR(output_fits(out));
 
   MatMulPlan p{m, k, n, *batch, {}, {}};
   p.a_batch_strides = broadcast_strides(a_batch, *batch);
@@ -276,8 +295,12 @@ inline Result<CompiledOp> compile_conv2d(const AttrReader& attrs, std::span<cons
   p.stride_h = strides[0], p.stride_w = strides[1];
   p.dilation_h = dil[0], p.dilation_w = dil[1];
   p.pad_top = pads[0], p.pad_left = pads[1];
-  const std::int64_t ekh = p.dilation_h * (p.kh - 1) + 1, ekw = p.dilation_w * (p.kw - 1) + 1;
-  const std::int64_t ph = p.h + pads[0] + pads[2], pw = p.w + pads[1] + pads[3];
+  // Dilation and padding come from attributes: their products and sums are checked.
+  RML_ASSIGN_OR_RETURN(const std::int64_t span_h, mul_extent(p.dilation_h, p.kh - 1, "dilated kernel height"));
+  RML_ASSIGN_OR_RETURN(const std::int64_t span_w, mul_extent(p.dilation_w, p.kw - 1, "dilated kernel width"));
+  const std::int64_t ekh = span_h + 1, ekw = span_w + 1;  // span <= (2^63 - 1) - 1: no overflow
+  RML_ASSIGN_OR_RETURN(const std::int64_t ph, add_extent(p.h, pads[0] + pads[2], "padded input height"));
+  RML_ASSIGN_OR_RETURN(const std::int64_t pw, add_extent(p.w, pads[1] + pads[3], "padded input width"));
   if (ekh > ph || ekw > pw)
     return invalid_argument("dilated kernel " + str(Dims{ekh, ekw}) + " is larger than the padded input " +
                             str(Dims{ph, pw}));
@@ -308,13 +331,16 @@ inline Result<CompiledOp> compile_pool2d(OpCode op, const AttrReader& attrs, con
   p.kh = kernel[0], p.kw = kernel[1];
   p.stride_h = strides[0], p.stride_w = strides[1];
   p.pad_top = pads[0], p.pad_left = pads[1];
-  const std::int64_t ph = p.h + pads[0] + pads[2], pw = p.w + pads[1] + pads[3];
+  RML_ASSIGN_OR_RETURN(const std::int64_t ph, add_extent(p.h, pads[0] + pads[2], "padded input height"));
+  RML_ASSIGN_OR_RETURN(const std::int64_t pw, add_extent(p.w, pads[1] + pads[3], "padded input width"));
   if (p.kh > ph || p.kw > pw)
     return invalid_argument("kernel " + str(kernel) + " is larger than the padded input " + str(Dims{ph, pw}));
   p.oh = (ph - p.kh) / p.stride_h + 1;
   p.ow = (pw - p.kw) / p.stride_w + 1;
   if (op == OpCode::AvgPool2d) p.count_include_pad = attrs.get_bool("count_include_pad");
-  return single(DType::f32, Dims{x[0], x[1], p.oh, p.ow}, Kernel{op, DType::f32, p});
+  Dims out{x[0], x[1], p.oh, p.ow};
+  RML_RETURN_IF_ERROR(output_fits(out));
+  return single(DType::f32, std::move(out), Kernel{op, DType::f32, p});
 }
 
 /// Normalised, sorted, duplicate-free axes; `all_if_empty` makes an empty list mean every axis.
@@ -398,24 +424,28 @@ inline Result<CompiledOp> compile_argmax(const AttrReader& attrs, const TensorTy
 inline Result<CompiledOp> compile_reshape(const AttrReader& attrs, const TensorType& in) {
   Dims shape = attrs.get_ints("shape");
   std::optional<std::size_t> infer;
-  std::int64_t known = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == -1 && !infer) {
+    if (shape[i] == -1 && !infer)
       infer = i;
-    } else if (shape[i] < 0 || shape[i] > kMaxExtent) {
-      return invalid_argument("attribute 'shape' " + str(shape) + " may hold one -1 and otherwise sizes >= 0");
-    } else if (known <= kMaxExtent) {
-      known *= shape[i];
-    }
+    else if (shape[i] < 0 || shape[i] > kMaxExtent)
+      return invalid_argument("attribute 'shape' " + str(shape) + " may hold one -1 and otherwise sizes in [0, 2^40]");
   }
+  // The known sizes' product, in checked arithmetic: a product that overflows cannot match.
+  Dims known_dims = shape;
+  if (infer) known_dims[*infer] = 1;
+  const auto known = Shape(known_dims).checked_numel();
+  if (!known)
+    return invalid_argument("cannot reshape " + in.to_string() + " to " + str(shape) +
+                            ": its sizes' product overflows int64");
   const std::int64_t n = in.shape.numel();
   if (infer) {
-    if (known == 0 || n % known != 0)
+    if (*known == 0 || n % *known != 0)
       return invalid_argument("cannot reshape " + in.to_string() + " to " + str(shape));
-    shape[*infer] = n / known;
-  } else if (known != n) {
+    shape[*infer] = n / *known;
+  } else if (*known != n) {
     return invalid_argument("cannot reshape " + in.to_string() + " (" + str(n) + " elements) to " + str(shape));
   }
+  RML_RETURN_IF_ERROR(output_fits(shape, in.dtype));
   const auto bytes = static_cast<std::int64_t>(element_size(in.dtype)) * n;
   return single(in.dtype, std::move(shape), Kernel{OpCode::Reshape, in.dtype, CopyPlan{bytes}});
 }
@@ -454,7 +484,6 @@ inline Result<CompiledOp> compile_concat(const AttrReader& attrs, std::span<cons
   RML_ASSIGN_OR_RETURN(std::size_t axis, normalize_axis(attrs.get_int("axis"), x0.size()));
   Dims out = x0;
   out[axis] = 0;
-  ConcatPlan p;
   for (std::size_t i = 0; i < in.size(); ++i) {
     const Dims& xi = in[i].shape.dims();
     bool same = xi.size() == x0.size();
@@ -462,13 +491,17 @@ inline Result<CompiledOp> compile_concat(const AttrReader& attrs, std::span<cons
     if (!same)
       return invalid_argument("input " + std::to_string(i) + " " + in[i].to_string() + " does not match input 0 " +
                               in[0].to_string() + " outside axis " + str(static_cast<std::int64_t>(axis)));
-    out[axis] += xi[axis];
-    const AxisPlan a = axis_plan(xi, axis);
+    RML_ASSIGN_OR_RETURN(out[axis], add_extent(out[axis], xi[axis], "the concatenated axis"));
+  }
+  RML_RETURN_IF_ERROR(output_fits(out, in[0].dtype));
+  // The output fits, so its rows and every chunk do.
+  ConcatPlan p;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const AxisPlan a = axis_plan(in[i].shape.dims(), axis);
     p.chunks.push_back(a.axis * a.inner);
     p.row += a.axis * a.inner;
     p.outer = a.outer;
   }
-  RML_RETURN_IF_ERROR(output_fits(out));
   return single(in[0].dtype, std::move(out), Kernel{OpCode::Concat, in[0].dtype, std::move(p)});
 }
 
@@ -492,9 +525,12 @@ inline Result<CompiledOp> compile_slice(const AttrReader& attrs, const TensorTyp
     const std::int64_t d = x[a];
     auto clamp = [d](std::int64_t v) { return std::clamp(v < 0 ? v + d : v, std::int64_t{0}, d); };
     const std::int64_t b = clamp(starts[i]), e = clamp(ends[i]);
-    out[a] = e > b ? (e - b - 1) / steps[i] + 1 : 0;
+    // A step beyond the axis takes at most one element, like a step of the axis' size; clamping
+    // it keeps the stride a product of the input's own dimensions (steps may be INT64_MAX).
+    const std::int64_t step = std::min(steps[i], std::max<std::int64_t>(d, 1));
+    out[a] = e > b ? (e - b - 1) / step + 1 : 0;
     offset += b * strides[a];
-    strides[a] *= steps[i];
+    strides[a] *= step;
   }
   return strided_copy(OpCode::Slice, in, std::move(out), std::move(strides), offset);
 }
@@ -509,7 +545,7 @@ inline Result<CompiledOp> compile_expand(const AttrReader& attrs, const TensorTy
     ok = x[i] == t || x[i] == 1;
   }
   if (!ok) return invalid_argument("cannot broadcast " + in.to_string() + " to " + str(target));
-  RML_RETURN_IF_ERROR(output_fits(target));
+  RML_RETURN_IF_ERROR(output_fits(target, in.dtype));
   return strided_copy(OpCode::Expand, in, target, broadcast_strides(x, target), 0);
 }
 
@@ -519,8 +555,10 @@ inline Result<CompiledOp> compile_pad(const AttrReader& attrs, const TensorType&
   RML_RETURN_IF_ERROR(expect_count("pads", pads, 2 * x.size()));
   RML_RETURN_IF_ERROR(expect_range("pads", pads, 0));
   Dims out = x;
-  for (std::size_t i = 0; i < x.size(); ++i) out[i] += pads[i] + pads[i + x.size()];
-  RML_RETURN_IF_ERROR(output_fits(out));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    RML_ASSIGN_OR_RETURN(out[i], add_extent(x[i], pads[i] + pads[i + x.size()], "the padded size"));
+  }
+  RML_RETURN_IF_ERROR(output_fits(out, in.dtype));
   PadPlan p;
   p.out_n = Shape(out).numel();
   p.value = attrs.get_float("value");
@@ -543,7 +581,7 @@ inline Result<CompiledOp> compile_gather(const AttrReader& attrs, std::span<cons
   Dims out(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(axis));
   out.insert(out.end(), in[1].shape.begin(), in[1].shape.end());
   out.insert(out.end(), x.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.end());
-  RML_RETURN_IF_ERROR(output_fits(out));
+  RML_RETURN_IF_ERROR(output_fits(out, in[0].dtype));
   return single(in[0].dtype, std::move(out), Kernel{OpCode::Gather, in[0].dtype, p});
 }
 
@@ -554,8 +592,23 @@ inline Result<CompiledOp> compile_cast(const AttrReader& attrs, const TensorType
   return single(*d, in.shape.dims(), Kernel{OpCode::Cast, in.dtype, CastPlan{in.shape.numel(), *d}});
 }
 
-/// compile_op without the message prefix and without the node's output count.
+inline Result<CompiledOp> compile_rule(const NodeDef& node, std::span<const TensorType> in);
+
+/// compile_op without the message prefix and without the node's output count. The inputs' types
+/// must have sizes that fit (the gate checks every value's); so do the outputs', checked here
+/// once more for every rule.
 inline Result<CompiledOp> compile_node(const NodeDef& node, std::span<const TensorType> in) {
+  for (std::size_t i = 0; i < in.size(); ++i)
+    if (!in[i].checked_nbytes())
+      return invalid_argument("input " + std::to_string(i) + " " + in[i].to_string() + " has no valid byte size");
+  auto r = compile_rule(node, in);
+  if (r.ok())
+    for (const TensorType& t : r->outputs) RML_RETURN_IF_ERROR(output_fits(t.shape.dims(), t.dtype));
+  return r;
+}
+
+/// The rule of the node's op.
+inline Result<CompiledOp> compile_rule(const NodeDef& node, std::span<const TensorType> in) {
   const auto code = find_op(node.op);
   if (!code) return unsupported("unknown op '" + node.op + "'");
   const OpCode op = *code;

@@ -9,6 +9,7 @@
 #include "rml/check/compile.hpp"
 #include "rml/core/status.hpp"
 #include "rml/ir/graph.hpp"
+#include "rml/ir/validate.hpp"
 
 namespace rml {
 
@@ -31,81 +32,52 @@ inline std::string node_label(const GraphDef& g, std::size_t index) {
   return s + ")";
 }
 
-/// Compiles node `i` of `g` against the types in `types`, checking its ids first; on success
-/// the node's outputs have been checked against their recorded types. `defined` tracks which
-/// values exist so far.
+/// Compiles node `i` of `g` (a graph that passed the gate) against its input types; on success
+/// the node's outputs have been checked against their recorded types and marked in `defined`.
 inline Result<CompiledOp> compile_graph_node(const GraphDef& g, std::size_t i, std::vector<std::uint8_t>& defined,
                                              std::vector<TensorType>& scratch) {
   const NodeDef& node = g.nodes[i];
-  const std::string label = node_label(g, i);
   scratch.clear();
-  for (std::size_t k = 0; k < node.inputs.size(); ++k) {
-    const ValueId id = node.inputs[k];
-    if (id >= g.values.size())
-      return invalid_argument(label + ": input " + std::to_string(k) + " is value " + std::to_string(id) +
-                              ", but the graph has " + std::to_string(g.values.size()) + " values");
-    if (!defined[id])
-      return invalid_argument(label + ": input " + std::to_string(k) + " reads " + value_label(g, id) +
-                              " before it is defined");
-    scratch.push_back(g.values[id].type);
-  }
+  for (const ValueId id : node.inputs) scratch.push_back(g.values[id].type);
   auto compiled = compile_node(node, scratch);
-  if (!compiled.ok()) return compiled.error().with_prefix(label + ": ");
+  if (!compiled.ok()) return compiled.error().with_prefix(node_label(g, i) + ": ");
   if (node.outputs.size() != compiled->outputs.size())
-    return invalid_argument(label + ": lists " + std::to_string(node.outputs.size()) + " outputs but produces " +
-                            std::to_string(compiled->outputs.size()));
+    return invalid_argument(node_label(g, i) + ": lists " + std::to_string(node.outputs.size()) +
+                            " outputs but produces " + std::to_string(compiled->outputs.size()));
   for (std::size_t k = 0; k < node.outputs.size(); ++k) {
     const ValueId id = node.outputs[k];
-    if (id >= g.values.size())
-      return invalid_argument(label + ": output " + std::to_string(k) + " is value " + std::to_string(id) +
-                              ", but the graph has " + std::to_string(g.values.size()) + " values");
-    if (defined[id]) return invalid_argument(label + ": output " + value_label(g, id) + " is already defined");
     const TensorType& got = compiled->outputs[k];
     if (got != g.values[id].type)
-      return invalid_argument(label + " produces " + got.to_string() + " but " + value_label(g, id) +
+      return invalid_argument(node_label(g, i) + " produces " + got.to_string() + " but " + value_label(g, id) +
                               " is recorded as " + g.values[id].type.to_string());
     defined[id] = 1;
   }
   return compiled;
 }
 
-/// Marks the graph's inputs and constants defined, checking ids and constant data.
+/// Runs the gate (validate_graph) over `g`, then marks its inputs and constants defined.
 inline Status define_sources(const GraphDef& g, std::vector<std::uint8_t>& defined) {
+  RML_RETURN_IF_ERROR(validate_graph(g));
   defined.assign(g.values.size(), 0);
-  for (std::size_t k = 0; k < g.inputs.size(); ++k) {
-    const ValueId id = g.inputs[k];
-    if (id >= g.values.size()) return invalid_argument("inputs[" + std::to_string(k) + "] is out of range");
-    if (defined[id]) return invalid_argument("graph input " + value_label(g, id) + " is listed twice");
-    defined[id] = 1;
-  }
-  for (std::size_t k = 0; k < g.constants.size(); ++k) {
-    const ConstantDef& c = g.constants[k];
-    if (c.value >= g.values.size()) return invalid_argument("constants[" + std::to_string(k) + "] is out of range");
-    if (defined[c.value]) return invalid_argument("constant " + value_label(g, c.value) + " is already defined");
-    if (!c.data.defined() || c.data.type() != g.values[c.value].type)
-      return invalid_argument("constant " + value_label(g, c.value) + " holds " +
-                              (c.data.defined() ? c.data.type().to_string() : std::string("no data")) +
-                              " but is recorded as " + g.values[c.value].type.to_string());
-    defined[c.value] = 1;
-  }
+  for (const ValueId id : g.inputs) defined[id] = 1;
+  for (const ConstantDef& c : g.constants) defined[c.value] = 1;
   return {};
 }
 
+/// Every graph output is defined: the gate has checked it; kept so that a walk reads as a whole.
 inline Status check_outputs(const GraphDef& g, const std::vector<std::uint8_t>& defined) {
-  for (std::size_t k = 0; k < g.outputs.size(); ++k) {
-    const ValueId id = g.outputs[k];
-    if (id >= g.values.size()) return invalid_argument("outputs[" + std::to_string(k) + "] is out of range");
-    if (!defined[id]) return invalid_argument("graph output " + value_label(g, id) + " is never defined");
-  }
+  for (const ValueId id : g.outputs)
+    if (!defined[id]) return internal_error("graph output " + value_label(g, id) + " was not computed");
   return {};
 }
 
 }  // namespace detail
 
-/// Checks every node of `graph` in order and returns the type of every value (by id).
-/// UNSUPPORTED for an unknown op; INVALID_ARGUMENT for any op, arity, attribute or shape error,
-/// an id out of range or read before it is defined, and a recorded type that differs from the
-/// inferred one: `node 3 (matmul) produces f32 [2, 16] but v12 is recorded as f32 [2, 8]`.
+/// Runs the gate (validate_graph: ids, definitions, sizes, constants, arity), then checks every
+/// node in order and returns the type of every value (by id). INVALID_ARGUMENT for what the gate
+/// refuses (naming the place: `nodes[2].inputs[0]: ...`); UNSUPPORTED for an unknown op;
+/// INVALID_ARGUMENT for any attribute or shape error and for a recorded type that differs from
+/// the inferred one: `node 3 (matmul) produces f32 [2, 16] but v12 is recorded as f32 [2, 8]`.
 inline Result<std::vector<TensorType>> infer_types(const GraphDef& graph) {
   std::vector<std::uint8_t> defined;
   RML_RETURN_IF_ERROR(detail::define_sources(graph, defined));

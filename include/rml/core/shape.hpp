@@ -6,9 +6,11 @@
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "rml/core/checked.hpp"
 #include "rml/core/dtype.hpp"
 #include "rml/core/reflect.hpp"
 
@@ -35,22 +37,14 @@ class Shape {
   [[nodiscard]] auto end() const noexcept { return dims_.end(); }
   void push_back(std::int64_t d) { dims_.push_back(d); }
 
-  /// The element count, or nothing when a dimension is negative or the product overflows int64.
+  /// The element count, or nothing when a dimension is negative or the product of the non-zero
+  /// dimensions overflows int64 (checked_extent).
   [[nodiscard]] std::optional<std::int64_t> checked_numel() const noexcept {
-    std::int64_t n = 1;
-    for (std::int64_t d : dims_) {
-      if (d < 0) return std::nullopt;
-      if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d) return std::nullopt;
-      n *= d;
-    }
-    return n;
+    return checked_product(std::span<const std::int64_t>(dims_.data(), dims_.size()));
   }
-  /// The element count of a shape already known valid (checked_numel succeeded).
-  [[nodiscard]] std::int64_t numel() const noexcept {
-    std::int64_t n = 1;
-    for (std::int64_t d : dims_) n *= d;
-    return n;
-  }
+  /// The element count of a shape already known valid (checked_numel succeeded); 0 for one that
+  /// is not, so a caller that skipped the check reads nothing instead of overflowing.
+  [[nodiscard]] std::int64_t numel() const noexcept { return checked_numel().value_or(0); }
 
   /// `[2, 16]`; `[]` for a scalar.
   [[nodiscard]] std::string to_string() const {
@@ -77,13 +71,15 @@ struct TensorType {
 
   /// `f32 [2, 16]`; a scalar is `f32 []`.
   [[nodiscard]] std::string to_string() const { return std::string(dtype_name(dtype)) + " " + shape.to_string(); }
-  /// The byte size, or nothing on overflow.
+  /// The byte size, or nothing when the shape is invalid or the size overflows int64.
+  /// Like the element count, the size must fit even ignoring zero dimensions (see checked_extent),
+  /// so every byte stride of the tensor fits too.
   [[nodiscard]] std::optional<std::int64_t> checked_nbytes() const noexcept {
-    auto n = shape.checked_numel();
-    if (!n) return std::nullopt;
+    const std::span<const std::int64_t> dims(shape.dims().data(), shape.rank());
+    const auto extent = checked_extent(dims);
     const auto es = static_cast<std::int64_t>(element_size(dtype));
-    if (*n > std::numeric_limits<std::int64_t>::max() / es) return std::nullopt;
-    return *n * es;
+    if (!extent || es == 0 || !checked_mul(*extent, es)) return std::nullopt;
+    return *checked_product(dims) * es;
   }
 
   friend bool operator==(const TensorType&, const TensorType&) = default;
@@ -92,5 +88,15 @@ struct TensorType {
     return std::tuple{field("dtype", &TensorType::dtype), field("shape", &TensorType::shape)};
   }
 };
+
+/// The element count of `shape`, or nothing when a dimension is negative or it overflows int64.
+[[nodiscard]] inline std::optional<std::int64_t> checked_numel(const Shape& shape) noexcept {
+  return shape.checked_numel();
+}
+
+/// The byte size of `type`, or nothing when its shape is invalid or the size overflows int64.
+[[nodiscard]] inline std::optional<std::int64_t> checked_bytes(const TensorType& type) noexcept {
+  return type.checked_nbytes();
+}
 
 }  // namespace rml

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <limits>
 #include <memory>
 #include <new>
 #include <span>
@@ -12,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "rml/core/checked.hpp"
+#include "rml/core/device.hpp"
 #include "rml/core/dtype.hpp"
 #include "rml/core/shape.hpp"
 #include "rml/core/status.hpp"
@@ -77,7 +81,7 @@ class Tensor {
   /// A zero-filled tensor.
   static Tensor zeros(DType dtype, Shape shape) {
     TensorType type{dtype, std::move(shape)};
-    const auto nbytes = checked_bytes(type);
+    const auto nbytes = bytes_or_throw(type);
     Tensor t;
     t.type_ = std::move(type);
     t.storage_ = BufferStorage::allocate(static_cast<std::size_t>(nbytes));
@@ -105,13 +109,41 @@ class Tensor {
   static Tensor scalar(T value) {
     return from_data(&value, Shape{}, dtype_of_v<T>);
   }
-  /// A view of `type` onto `storage` at `offset`; the caller has checked the bounds.
-  static Tensor view(TensorType type, std::shared_ptr<const Storage> storage, std::size_t offset) noexcept {
+  /// A view of `type` onto `storage` at `offset`. The view must fit inside the storage and start
+  /// on a multiple of the element size: INVALID_ARGUMENT (naming what is wrong) otherwise, so no
+  /// tensor can claim bytes its storage does not hold.
+  static Result<Tensor> try_view(TensorType type, std::shared_ptr<const Storage> storage, std::size_t offset) {
     Tensor t;
     t.type_ = std::move(type);
     t.storage_ = std::move(storage);
     t.offset_ = offset;
+    RML_RETURN_IF_ERROR(t.check_storage());
     return t;
+  }
+  /// try_view for callers that have checked the bounds themselves; throws Error when they are wrong.
+  static Tensor view(TensorType type, std::shared_ptr<const Storage> storage, std::size_t offset) {
+    auto t = try_view(std::move(type), std::move(storage), offset);
+    if (!t.ok()) throw Error(t.error());
+    return std::move(*t);
+  }
+
+  /// OK when the tensor's bytes (dtype x shape from its offset) lie inside its storage and start
+  /// aligned for its element type; INVALID_ARGUMENT otherwise. Always OK for a tensor without storage.
+  [[nodiscard]] Status check_storage() const {
+    const auto nbytes = type_.checked_nbytes();
+    if (!nbytes) return invalid_argument("Tensor: invalid shape " + type_.shape.to_string());
+    if (!storage_) return {};
+    const std::size_t size = storage_->size();
+    const auto need = static_cast<std::uint64_t>(*nbytes);
+    if (offset_ > size || need > size - offset_)
+      return invalid_argument("Tensor: a " + type_.to_string() + " view needs " + std::to_string(need) +
+                              " bytes at offset " + std::to_string(offset_) + ", but its storage holds " +
+                              std::to_string(size));
+    if (need != 0 && (storage_->data() == nullptr ||
+                      reinterpret_cast<std::uintptr_t>(storage_->data() + offset_) % element_size(type_.dtype) != 0))
+      return invalid_argument("Tensor: a " + type_.to_string() + " view at offset " + std::to_string(offset_) +
+                              " is not aligned to its " + std::to_string(element_size(type_.dtype)) + "-byte elements");
+    return {};
   }
 
   [[nodiscard]] DType dtype() const noexcept { return type_.dtype; }
@@ -120,7 +152,16 @@ class Tensor {
   [[nodiscard]] std::size_t rank() const noexcept { return type_.shape.rank(); }
   [[nodiscard]] std::int64_t numel() const noexcept { return type_.shape.numel(); }
   [[nodiscard]] std::size_t nbytes() const noexcept {
-    return static_cast<std::size_t>(numel()) * element_size(type_.dtype);
+    return static_cast<std::size_t>(type_.checked_nbytes().value_or(0));
+  }
+  /// Where the bytes live: every storage rml makes is host memory, so the CPU.
+  [[nodiscard]] Device device() const noexcept { return Device::cpu(); }
+  /// The tensor on `device`: itself (sharing the storage) for the CPU. Throws Error (UNSUPPORTED)
+  /// for an accelerator, which this build has none of.
+  [[nodiscard]] Tensor to(const Device& device) const {
+    if (!device.is_cpu())
+      throw Error(Code::unsupported, "Tensor::to: " + device.to_string() + " is not available in this build");
+    return *this;
   }
   /// False for a default-constructed tensor and for a symbolic one.
   [[nodiscard]] bool defined() const noexcept { return storage_ != nullptr; }
@@ -164,19 +205,19 @@ class Tensor {
   /// element counts differ.
   [[nodiscard]] Tensor reshape(const std::vector<std::int64_t>& dims) const {
     Shape shape(dims);
-    std::int64_t known = 1;
     std::size_t inferred = dims.size();
     for (std::size_t i = 0; i < dims.size(); ++i) {
-      if (dims[i] == -1 && inferred == dims.size()) {
+      if (dims[i] == -1 && inferred == dims.size())
         inferred = i;
-      } else if (dims[i] < 0) {
+      else if (dims[i] < 0)
         throw Error(Code::invalid_argument, "Tensor::reshape: bad dimension " + std::to_string(dims[i]));
-      } else {
-        known *= dims[i];
-      }
     }
-    if (inferred != dims.size()) shape[inferred] = known == 0 ? 0 : numel() / known;
-    if (shape.checked_numel().value_or(-1) != numel())
+    if (inferred != dims.size()) {
+      shape[inferred] = 1;
+      const auto known = shape.checked_numel();
+      shape[inferred] = known && *known != 0 ? numel() / *known : 0;
+    }
+    if (shape.checked_numel() != std::optional<std::int64_t>(numel()))
       throw Error(Code::invalid_argument, "Tensor::reshape: " + type_.shape.to_string() + " cannot become " +
                                               Shape(dims).to_string());
     Tensor t = *this;
@@ -209,9 +250,11 @@ class Tensor {
   [[nodiscard]] const std::shared_ptr<detail::SymbolicValue>& symbolic_value() const noexcept { return symbolic_; }
 
  private:
-  static std::int64_t checked_bytes(const TensorType& type) {
+  static std::int64_t bytes_or_throw(const TensorType& type) {
     const auto n = type.checked_nbytes();
     if (!n) throw Error(Code::invalid_argument, "Tensor: invalid shape " + type.shape.to_string());
+    if (static_cast<std::uint64_t>(*n) > std::numeric_limits<std::size_t>::max() - BufferStorage::alignment)
+      throw Error(Code::out_of_range, "Tensor: " + type.to_string() + " is larger than memory can address");
     return *n;
   }
   template <typename T>

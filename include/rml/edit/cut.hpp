@@ -121,21 +121,27 @@ inline std::vector<bool> min_cut_partition(const GraphDef& def) {
   const auto op_vertex = [&](std::uint32_t n) { return 2 + n_inputs + n; };
   std::vector<std::uint32_t> value_vertex(def.values.size(), 0);
   std::uint32_t vertices = 2 + n_inputs + n_ops;
-  FlowNetwork::Cap finite = 0;
   for (ValueId v = 0; v < def.values.size(); ++v) {
     if (readers[v].empty() || (src[v].kind != ValueSource::Kind::node && src[v].kind != ValueSource::Kind::input))
       continue;
     value_vertex[v] = vertices++;
-    finite = std::min<FlowNetwork::Cap>(finite + def.values[v].type.checked_nbytes().value_or(0),
-                                        std::numeric_limits<FlowNetwork::Cap>::max() / 4);
   }
+  // Each value's capacity is its byte size, capped so that the sum of all of them (and so every
+  // flow) stays below a quarter of the range: only values of petabytes are capped in practice.
+  const auto read_values = static_cast<FlowNetwork::Cap>(vertices - (2 + n_inputs + n_ops));
+  const FlowNetwork::Cap per_value =
+      std::numeric_limits<FlowNetwork::Cap>::max() / 4 / std::max<FlowNetwork::Cap>(read_values, 1);
+  const auto capacity = [&](ValueId v) { return std::min(def.values[v].type.checked_nbytes().value_or(0), per_value); };
+  FlowNetwork::Cap finite = 0;
+  for (ValueId v = 0; v < def.values.size(); ++v)
+    if (value_vertex[v] != 0) finite += capacity(v);
   const FlowNetwork::Cap inf = finite + 1;
   FlowNetwork net(vertices);
   for (ValueId v = 0; v < def.values.size(); ++v) {
     if (value_vertex[v] == 0) continue;
     const std::uint32_t p =
         src[v].kind == ValueSource::Kind::node ? op_vertex(src[v].index) : input_vertex(src[v].index);
-    net.add_edge(p, value_vertex[v], def.values[v].type.checked_nbytes().value_or(0));
+    net.add_edge(p, value_vertex[v], capacity(v));
     for (std::uint32_t r : readers[v]) {
       net.add_edge(value_vertex[v], op_vertex(r), inf);
       net.add_edge(op_vertex(r), p, inf);
@@ -197,9 +203,10 @@ inline std::vector<bool> best_prefix_cut(const GraphDef& def, const std::vector<
   const std::size_t n_ops = def.nodes.size();
   std::vector<std::uint32_t> after_readers(def.values.size()), before_readers(def.values.size(), 0);
   for (ValueId v = 0; v < def.values.size(); ++v) after_readers[v] = static_cast<std::uint32_t>(readers[v].size());
-  const auto bytes = [&](ValueId v) {
-    return static_cast<std::int64_t>(def.values[v].type.checked_nbytes().value_or(0));
-  };
+  // Capped so that the running sum over every value cannot overflow (only petabyte values are).
+  const std::int64_t per_value = std::numeric_limits<std::int64_t>::max() / 4 /
+                                 std::max<std::int64_t>(static_cast<std::int64_t>(def.values.size()), 1);
+  const auto bytes = [&](ValueId v) { return std::min(def.values[v].type.checked_nbytes().value_or(0), per_value); };
   const auto crosses = [&](ValueId v, const std::vector<bool>& before) {
     if (src[v].kind == ValueSource::Kind::node) return before[src[v].index] && after_readers[v] > 0;
     if (src[v].kind == ValueSource::Kind::input) return before_readers[v] > 0 && after_readers[v] > 0;
@@ -240,7 +247,7 @@ inline std::vector<bool> best_prefix_cut(const GraphDef& def, const std::vector<
 /// options are not 0 <= min_flops_before <= max_flops_before <= 1, or no cut meets them.
 inline Result<ValueCut> min_value_cut(const Graph& graph, const CutOptions& options = {}) {
   const GraphDef& def = graph.def();
-  RML_RETURN_IF_ERROR(detail::check_structure(def, "min_value_cut"));
+  RML_RETURN_IF_ERROR(detail::check_structure(graph, "min_value_cut"));
   if (def.nodes.size() < 2)
     return invalid_argument("min_value_cut: the graph has " + std::to_string(def.nodes.size()) +
                             " operators; a cut needs one on each side");

@@ -394,7 +394,7 @@ inline Result<MergedGraph> merge(std::vector<GraphPart>& parts, const std::vecto
       if (!output_connected[p][o]) out.outputs.push_back(remap[p][def.outputs[o]]);
   }
   for (GraphPart& part : parts) detail::consume(part.graph, "merge");
-  merged.graph = Graph(std::move(out));
+  RML_ASSIGN_OR_RETURN(merged.graph, detail::checked_result(std::move(out), "merge"));
   merged.graph.body_ptr()->device = device;  // the nodes keep their own parts' devices
   return merged;
 }
@@ -504,6 +504,8 @@ inline Result<std::vector<Rename>> merge_into(Graph& first, Graph& second,
   for (const auto& [k, v] : def.metadata) out.metadata.emplace(k, v);
   ++first.body_ptr()->epoch;
   consume(second, "merge");
+  if (const Status s = first.validate(); !s.ok())
+    return internal_error("merge: produced a graph that fails validation (a bug in rml): " + s.message());
   return renames;
 }
 

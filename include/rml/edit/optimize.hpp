@@ -301,7 +301,7 @@ inline Status optimize_graph(Graph& graph) {
   if (graph.consumed())
     return invalid_argument("optimize: the graph is empty: a merge, a split or an extract consumed it");
   if (graph.finalized()) return failed_precondition("optimize: the graph is finalized; optimize before finalize()");
-  RML_RETURN_IF_ERROR(check_structure(graph.def(), "optimize"));
+  RML_RETURN_IF_ERROR(check_structure(graph, "optimize"));
   GraphDef def = graph.def();  // work on a copy (weights shared): the graph changes only on success
   const ExecHooks* hooks = exec_hooks.load(std::memory_order_acquire);
   // Unnamed operators keep the names they were shown under, though their positions change.
@@ -314,6 +314,8 @@ inline Status optimize_graph(Graph& graph) {
   }
   eliminate_dead_code(def);
   schedule_bias_before_matmul(def);
+  if (const Status s = validate_graph(def); !s.ok())
+    return internal_error("optimize: produced a graph that fails validation (a bug in rml): " + s.message());
   graph.mutable_def() = std::move(def);
   return {};
 }

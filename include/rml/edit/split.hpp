@@ -190,7 +190,8 @@ inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::ui
   }
   const Device device = graph.device();
   for (std::uint32_t q = 0; q < part_count; ++q) {
-    GraphPart part{names[order[q]], Graph(std::move(defs[q]))};
+    RML_ASSIGN_OR_RETURN(Graph checked, checked_result(std::move(defs[q]), "split"));
+    GraphPart part{names[order[q]], std::move(checked)};
     part.graph.body_ptr()->device = part.graph.def().nodes.empty() ? device : part.graph.def().nodes.front().device;
     result.parts.push_back(std::move(part));
   }
@@ -205,7 +206,7 @@ inline Status check_splittable(const Graph& graph, std::string_view call) {
   if (graph.finalized())
     return failed_precondition(std::string(call) + ": the graph is finalized; " + std::string(call) +
                                " before finalize()");
-  return check_structure(graph.def(), call);
+  return check_structure(graph, call);
 }
 
 /// OK when `view` is a current view into `graph`.
@@ -278,8 +279,12 @@ requires std::invocable<Partition&, const Node&> Result<SplitGraph> split(Graph&
   std::vector<std::uint32_t> part_of(def.nodes.size());
   std::vector<std::string> names;
   std::unordered_map<std::string, std::uint32_t> index;
-  const auto body = graph.body_ptr();
-  for (std::size_t i = 0; i < def.nodes.size(); ++i) {
+  // The function is the caller's code and may reach the graph being split: held here, the body
+  // outlives an assignment over `graph`, and its epoch tells whether the function edited it.
+  const std::shared_ptr<detail::GraphBody> body = graph.body_ptr();
+  const std::uint64_t epoch = body->epoch;
+  const std::size_t node_count = def.nodes.size();
+  for (std::size_t i = 0; i < node_count; ++i) {
     const Node node = detail::ViewAccess::node(body, def.inputs.size() + i);
     std::string part;
     const std::string where = "split: the partition function failed on the node '" + node.name() + "': ";
@@ -292,6 +297,11 @@ requires std::invocable<Partition&, const Node&> Result<SplitGraph> split(Graph&
     } catch (...) {
       return internal_error(where + "it threw something that is not a std::exception");
     }
+    if (graph.body_ptr() != body || body->epoch != epoch || !body->consumed_by.empty() || body->finalized)
+      return failed_precondition("split: the partition function changed the graph being split (on the node '" +
+                                 node.name() +
+                                 "'): it edited, consumed, finalized or replaced it; a partition "
+                                 "function must only read the node it is given");
     if (part.empty() || part.find_first_of("/.") != std::string::npos)
       return invalid_argument("split: the partition function put '" + node.name() + "' in the part '" + part +
                               "'; a part's name must be non-empty and hold no '/' or '.'");
@@ -375,7 +385,7 @@ inline Result<Graph> extract(Graph& graph, const std::vector<Value>& inputs, con
     if (out.values[mine].name.empty()) out.values[mine].name = v.name();
     out.outputs.push_back(mine);
   }
-  Graph extracted(std::move(out));
+  RML_ASSIGN_OR_RETURN(Graph extracted, detail::checked_result(std::move(out), "extract"));
   extracted.body_ptr()->device = graph.device();
   detail::consume(graph, "extract");
   return extracted;

@@ -16,6 +16,7 @@
 
 #include "rml/check/infer.hpp"
 #include "rml/core/tensor.hpp"
+#include "rml/exec/detail/guard.hpp"
 #include "rml/exec/kernel_table.hpp"
 #include "rml/exec/memory_plan.hpp"
 #include "rml/exec/thread_pool.hpp"
@@ -31,6 +32,8 @@ struct ExecutorOptions {
   /// The workers to run on. None: the process-wide pool of the graph's CPU device
   /// (ThreadPool::shared), which every executor on that device shares.
   std::shared_ptr<const ThreadPool> pool = nullptr;
+  /// The memory one run may use; create() refuses a graph that needs more (rml/exec/detail/guard.hpp).
+  MemoryLimits memory{};
 };
 
 namespace detail {
@@ -110,14 +113,10 @@ class WorkspacePool {
   std::vector<std::unique_ptr<Workspace>> free_;
 };
 
-inline std::string io_label(std::string_view kind, std::size_t index, const std::string& name) {
-  return std::string(kind) + " " + std::to_string(index) + (name.empty() ? "" : " (\"" + name + "\")");
-}
-
 /// Builds the program: compiles and checks every node, fuses, aliases, plans the arena.
 class ProgramBuilder {
  public:
-  ProgramBuilder(const GraphDef& g, int threads) : g_(g), threads_(threads) {}
+  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget) : g_(g), threads_(threads), budget_(budget) {}
 
   Result<std::shared_ptr<Program>> build() {
     auto prog = std::make_shared<Program>();
@@ -125,7 +124,7 @@ class ProgramBuilder {
     RML_RETURN_IF_ERROR(compile_nodes());
     bind_sources();
     fuse_and_emit();
-    place_values();
+    RML_RETURN_IF_ERROR(place_values());
     return prog;
   }
 
@@ -308,7 +307,7 @@ class ProgramBuilder {
     return p_->home[v] == ValueHome::alias ? p_->slot[v] : v;
   }
 
-  void place_values() {
+  Status place_values() {
     const std::size_t nv = g_.values.size();
     // A graph output computed by a step is written straight into the caller's tensor.
     std::vector<std::uint8_t> taken(nv, 0);
@@ -344,16 +343,18 @@ class ProgramBuilder {
       buffers.push_back({p_->steps[s].scratch_bytes, at, at, 0});
       owner.push_back(nv + s);
     }
-    for (const ArenaBuffer& b : buffers) p_->intermediate_bytes += align_up(b.bytes);
+    RML_RETURN_IF_ERROR(sum_buffers_within(buffers, budget_, p_->intermediate_bytes));
     p_->arena_bytes = plan_arena(buffers);
     for (std::size_t i = 0; i < buffers.size(); ++i) {
       if (owner[i] < nv) p_->slot[owner[i]] = buffers[i].offset;
       else p_->steps[owner[i] - nv].scratch_offset = buffers[i].offset;
     }
+    return {};
   }
 
   const GraphDef& g_;
   int threads_;
+  std::size_t budget_;
   Program* p_ = nullptr;
   std::vector<Kernel> compiled_;
   std::vector<std::int64_t> producer_;
@@ -380,16 +381,46 @@ inline Result<std::shared_ptr<const ThreadPool>> executor_pool(const GraphDef& g
 /// workspaces and the thread pool).
 class Executor {
  public:
-  /// Checks the graph with infer_types' rules (its errors, unchanged), fuses, plans the arena.
+  /// Checks the graph with infer_types' rules (the gate, then every node; its errors, unchanged),
+  /// fuses, plans the arena. OUT_OF_RANGE when a run would need more memory than
+  /// `options.memory` allows (by default, the machine's physical memory) or memory runs out.
   static Result<Executor> create(const Graph& graph, ExecutorOptions options = {}) {
     return create(graph.def(), options);
   }
   static Result<Executor> create(const GraphDef& graph, ExecutorOptions options = {}) {
+    return detail::guarded("Executor::create", [&] { return create_unguarded(graph, options); });
+  }
+
+  /// Runs on `inputs` (in the graph's input order) and returns new output tensors.
+  /// INVALID_ARGUMENT for a wrong count, dtype or shape (naming the input) and for a tensor whose
+  /// view does not fit its storage; OUT_OF_RANGE for a gather index outside its axis, or when
+  /// memory runs out.
+  [[nodiscard]] Result<std::vector<Tensor>> run(std::span<const Tensor> inputs) const {
+    return detail::guarded("run", [&] { return run_unguarded(inputs); });
+  }
+  [[nodiscard]] Result<std::vector<Tensor>> run(std::initializer_list<Tensor> inputs) const {
+    return run(std::span<const Tensor>(inputs.begin(), inputs.size()));
+  }
+
+  /// Runs into caller-allocated, writable outputs of the graph's output types; allocates
+  /// nothing in steady state. INVALID_ARGUMENT for wrong inputs or outputs, and for an output that
+  /// shares memory with an input, another output or a constant (refused, not handled);
+  /// OUT_OF_RANGE as run().
+  Status run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) const {
+    return detail::guarded("run_into", [&] { return run_into_unguarded(inputs, outputs); });
+  }
+
+ private:
+  static Result<Executor> create_unguarded(const GraphDef& graph, const ExecutorOptions& options) {
+    const std::size_t budget = detail::memory_budget(options.memory);
     for (const ConstantDef& c : graph.constants)  // mapped weights whose file shrank: DATA_LOSS, not SIGBUS
       if (c.data.defined()) RML_RETURN_IF_ERROR(c.data.storage()->verify());
     RML_ASSIGN_OR_RETURN(auto pool, detail::executor_pool(graph, options));
     const int threads = pool ? pool->threads() : 1;
-    RML_ASSIGN_OR_RETURN(auto program, detail::ProgramBuilder(graph, threads).build());
+    RML_ASSIGN_OR_RETURN(auto program, detail::ProgramBuilder(graph, threads, budget).build());
+    std::vector<TensorType> output_types;
+    for (ValueId v : program->outputs) output_types.push_back(program->types[v]);
+    RML_RETURN_IF_ERROR(detail::check_run_budget(program->arena_bytes, output_types, budget));
     Executor e;
     e.program_ = std::move(program);
     e.workspaces_ = std::make_shared<detail::WorkspacePool>();
@@ -397,10 +428,7 @@ class Executor {
     return e;
   }
 
-  /// Runs on `inputs` (in the graph's input order) and returns new output tensors.
-  /// INVALID_ARGUMENT for a wrong count, dtype or shape (naming the input); OUT_OF_RANGE for a
-  /// gather index outside its axis.
-  [[nodiscard]] Result<std::vector<Tensor>> run(std::span<const Tensor> inputs) const {
+  [[nodiscard]] Result<std::vector<Tensor>> run_unguarded(std::span<const Tensor> inputs) const {
     RML_RETURN_IF_ERROR(check_inputs(inputs));
     std::vector<Tensor> outputs;
     outputs.reserve(program_->outputs.size());
@@ -408,13 +436,7 @@ class Executor {
     RML_RETURN_IF_ERROR(run_unchecked(inputs, outputs));
     return outputs;
   }
-  [[nodiscard]] Result<std::vector<Tensor>> run(std::initializer_list<Tensor> inputs) const {
-    return run(std::span<const Tensor>(inputs.begin(), inputs.size()));
-  }
-
-  /// Runs into caller-allocated, writable outputs of the graph's output types; allocates
-  /// nothing in steady state. INVALID_ARGUMENT for wrong inputs or outputs; OUT_OF_RANGE as run().
-  Status run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) const {
+  Status run_into_unguarded(std::span<const Tensor> inputs, std::span<Tensor> outputs) const {
     RML_RETURN_IF_ERROR(check_inputs(inputs));
     const auto& p = *program_;
     if (outputs.size() != p.outputs.size())
@@ -427,9 +449,11 @@ class Executor {
                                 " must be a writable " + want.to_string() + " tensor, got " +
                                 (outputs[k].defined() ? outputs[k].type().to_string() : std::string("none")));
     }
+    RML_RETURN_IF_ERROR(detail::check_run_views(inputs, outputs, program_->constants, label()));
     return run_unchecked(inputs, outputs);
   }
 
+ public:
   [[nodiscard]] const std::vector<std::string>& input_names() const noexcept { return program_->input_names; }
   [[nodiscard]] const std::vector<std::string>& output_names() const noexcept { return program_->output_names; }
   [[nodiscard]] TensorType input_type(std::size_t i) const { return program_->types.at(program_->inputs.at(i)); }
@@ -445,7 +469,11 @@ class Executor {
  private:
   Executor() = default;
 
+  /// Names an input or output for check_run_views' messages.
+  [[nodiscard]] detail::IoLabels label() const { return {&program_->input_names, &program_->output_names}; }
+
   Status check_inputs(std::span<const Tensor> inputs) const {
+    RML_RETURN_IF_ERROR(detail::check_run_views(inputs, {}, {}, label()));
     const auto& p = *program_;
     if (inputs.size() != p.inputs.size())
       return invalid_argument("run: the graph takes " + std::to_string(p.inputs.size()) + " inputs, got " +

@@ -79,9 +79,9 @@ class GraphJsonParser {
     }
     RML_RETURN_IF_ERROR(check_header());
     RML_RETURN_IF_ERROR(check_ids());
-    RML_RETURN_IF_ERROR(check_definitions());
     RML_RETURN_IF_ERROR(bind_constants());
-    return Graph(std::move(def_));
+    // Definitions, sizes, constants and arity: the gate every graph passes, with the same paths.
+    return Graph::from_def(std::move(def_));
   }
 
  private:
@@ -571,59 +571,6 @@ class GraphJsonParser {
       RML_RETURN_IF_ERROR(
           convert_ids(node_ids_.data() + raw.begin + raw.inputs, raw.outputs, def_.nodes[i].outputs, node / "outputs"));
     }
-    return {};
-  }
-
-  // Where a value is defined, for messages.
-  struct Definition {
-    enum Kind : std::uint8_t { none, input, constant, node } kind = none;
-    std::uint32_t index = 0;  // into inputs, constants or nodes
-    std::uint32_t port = 0;   // the node's output position
-    [[nodiscard]] std::string str() const {
-      switch (kind) {
-        case input:
-          return "inputs[" + std::to_string(index) + "]";
-        case constant:
-          return "constants[" + std::to_string(index) + "]";
-        case node:
-          return "nodes[" + std::to_string(index) + "].outputs[" + std::to_string(port) + "]";
-        default:
-          return "nothing";
-      }
-    }
-  };
-
-  Status check_definitions() const {
-    std::vector<Definition> defined(def_.values.size());
-    const auto define = [&](ValueId id, Definition d, const JsonPath& where) -> Status {
-      if (defined[id].kind != Definition::none)
-        return bad(where, value_label(id) + " is already defined by " + defined[id].str());
-      defined[id] = d;
-      return {};
-    };
-    const JsonPath top;
-    for (std::size_t i = 0; i < def_.inputs.size(); ++i)
-      RML_RETURN_IF_ERROR(
-          define(def_.inputs[i], {Definition::input, static_cast<std::uint32_t>(i), 0}, (top / "inputs")[i]));
-    for (std::size_t i = 0; i < constants_.size(); ++i)
-      RML_RETURN_IF_ERROR(define(static_cast<ValueId>(constants_[i].value),
-                                 {Definition::constant, static_cast<std::uint32_t>(i), 0}, (top / "constants")[i]));
-    for (std::size_t n = 0; n < def_.nodes.size(); ++n) {
-      const NodeDef& node = def_.nodes[n];
-      for (std::size_t k = 0; k < node.inputs.size(); ++k)
-        if (defined[node.inputs[k]].kind == Definition::none)
-          return bad(
-              ((top / "nodes")[n] / "inputs")[k],
-              value_label(node.inputs[k]) + " is read before it is defined (nodes must be in topological order)");
-      for (std::size_t k = 0; k < node.outputs.size(); ++k)
-        RML_RETURN_IF_ERROR(define(node.outputs[k],
-                                   {Definition::node, static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(k)},
-                                   ((top / "nodes")[n] / "outputs")[k]));
-    }
-    for (std::size_t id = 0; id < defined.size(); ++id)
-      if (defined[id].kind == Definition::none)
-        return bad((top / "values")[id],
-                   value_label(id) + " is never defined (not an input, a constant or a node output)");
     return {};
   }
 

@@ -2,8 +2,10 @@
 // the object users hold, load, edit and run.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -100,8 +102,10 @@ struct NodeDef {
   }
 };
 
-/// A whole graph as data. Invariants (checked by the loader, kept by every edit): every value
-/// is defined exactly once, as an input, a constant or a node output, before any node reads it.
+/// A whole graph as data. Invariants (checked by the gate, validate_graph in rml/ir/validate.hpp,
+/// which every loader, Graph's entry points and every edit run): every id in range, every value
+/// defined exactly once, as an input, a constant or a node output, before any node reads it, and
+/// every type and constant of a size that fits.
 struct GraphDef {
   std::string name;
   std::string producer;
@@ -135,6 +139,19 @@ struct GraphBody {
   std::string consumed_by;
   /// Bumped on every structural edit, so views taken before it can tell.
   std::uint64_t epoch = 0;
+  /// The epoch at which `def` last passed the gate (validate_graph); anything else means "not
+  /// checked since the last edit". Atomic because checked entry points on a const Graph may set
+  /// it from several threads; copying a body copies it.
+  struct CheckedEpoch : std::atomic<std::uint64_t> {
+    static constexpr std::uint64_t never = std::numeric_limits<std::uint64_t>::max();
+    CheckedEpoch() noexcept : std::atomic<std::uint64_t>(never) {}
+    CheckedEpoch(const CheckedEpoch& o) noexcept : std::atomic<std::uint64_t>(o.load(std::memory_order_acquire)) {}
+    CheckedEpoch& operator=(const CheckedEpoch& o) noexcept {
+      store(o.load(std::memory_order_acquire), std::memory_order_release);
+      return *this;
+    }
+  };
+  mutable CheckedEpoch valid_epoch;
   /// The compiled form after finalize() (an rml::Executor, type-erased so ir/ needs no exec/).
   std::shared_ptr<const void> compiled;
 };
@@ -176,7 +193,17 @@ class Graph {
 
   /// The graph as data.
   [[nodiscard]] const GraphDef& def() const noexcept { return body()->def; }
-  /// The graph as data, for editing; bumps the epoch so existing views notice.
+  /// A graph holding `def` once it passes the gate (validate_graph); INVALID_ARGUMENT naming the
+  /// place otherwise. What the readers return; prefer it to the constructor for data from outside.
+  static Result<Graph> from_def(GraphDef def);
+  /// OK when the graph passes the gate (rml/ir/validate.hpp), INVALID_ARGUMENT naming the place
+  /// otherwise. Cheap when nothing changed since the last check: the result is kept until
+  /// mutable_def() or an edit. Every entry point that indexes the graph (views, infer_types,
+  /// Executor::create, finalize, the surgery calls) runs it first.
+  [[nodiscard]] Status validate() const;
+
+  /// The graph as data, for editing; bumps the epoch so existing views notice, and so the next
+  /// checked entry point runs the gate again.
   [[nodiscard]] GraphDef& mutable_def() {
     ensure_body();
     ++body_->epoch;
@@ -279,5 +306,6 @@ class Graph {
 
 }  // namespace rml
 
-// The view classes need Graph complete; they define Graph's view members.
+// The gate and the view classes need Graph complete; they define Graph's checked members.
+#include "rml/ir/validate.hpp"
 #include "rml/ir/views.hpp"

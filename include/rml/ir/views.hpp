@@ -1,10 +1,11 @@
 // Node, Value and Edge: light views into a Graph, and the display names (`Relu_1`, `Sum_2_0`) of
 // the things that have no name of their own.
 //
-// A view holds a weak reference to the graph's body and the body's edit epoch when it was
-// taken. Once the graph is consumed (merge, split, extract), destroyed, assigned over, or edited
-// structurally, the view's accessors that need the graph refuse with INVALID_ARGUMENT. Its
-// kind, name and op code are copied into the view and stay readable.
+// Views are only handed out for a graph that passes the gate (Graph::validate): on one that does
+// not, the listing members are empty and the lookups return the gate's error. A view holds a weak
+// reference to the graph's body and the body's edit epoch when it was taken. Once the graph is consumed (merge, split,
+// extract), destroyed, assigned over, or edited structurally, the view's accessors that need the graph refuse with
+// INVALID_ARGUMENT. Its kind, name and op code are copied into the view and stay readable.
 #pragma once
 
 #include <cstddef>
@@ -336,7 +337,7 @@ inline Result<std::vector<Node>> Value::consumers() const {
 
 inline std::vector<Node> Graph::nodes() const {
   std::vector<Node> out;
-  if (!body_) return out;
+  if (!body_ || !validate().ok()) return out;
   const std::size_t count = def().inputs.size() + def().nodes.size();
   out.reserve(count);
   for (std::size_t i = 0; i < count; ++i) out.push_back(detail::ViewAccess::node(body_, i));
@@ -379,6 +380,7 @@ inline std::optional<std::size_t> find_node_position(const GraphDef& def, const 
 }  // namespace detail
 
 inline Result<Node> Graph::node(std::string_view name) const {
+  RML_RETURN_IF_ERROR(validate());
   if (body_) {
     const auto src = detail::value_sources(def());
     if (const auto position = detail::find_node_position(def(), src, name))
@@ -389,7 +391,7 @@ inline Result<Node> Graph::node(std::string_view name) const {
 
 inline std::vector<Node> Graph::find_nodes(OpCode code) const {
   std::vector<Node> out;
-  if (!body_) return out;
+  if (!body_ || !validate().ok()) return out;
   for (std::size_t i = 0; i < def().nodes.size(); ++i)
     if (detail::node_op_code(def().nodes[i]) == code)
       out.push_back(detail::ViewAccess::node(body_, def().inputs.size() + i));
@@ -398,7 +400,7 @@ inline std::vector<Node> Graph::find_nodes(OpCode code) const {
 
 inline std::vector<Value> Graph::values() const {
   std::vector<Value> out;
-  if (!body_) return out;
+  if (!body_ || !validate().ok()) return out;
   const auto src = detail::value_sources(def());
   out.reserve(src.size());
   for (ValueId v = 0; v < src.size(); ++v) out.push_back(detail::ViewAccess::value(body_, v, src[v]));
@@ -406,6 +408,7 @@ inline std::vector<Value> Graph::values() const {
 }
 
 inline Result<Value> Graph::value(std::string_view name) const {
+  RML_RETURN_IF_ERROR(validate());
   if (body_) {
     const GraphDef& d = def();
     const auto src = detail::value_sources(d);
@@ -431,7 +434,7 @@ inline Result<Value> Graph::value(std::string_view name) const {
 
 inline std::vector<Edge> Graph::edges() const {
   std::vector<Edge> out;
-  if (!body_) return out;
+  if (!body_ || !validate().ok()) return out;
   const GraphDef& d = def();
   const auto src = detail::value_sources(d);
   for (std::size_t n = 0; n < d.nodes.size(); ++n) {
@@ -462,8 +465,14 @@ inline std::vector<std::string> display_names(const GraphDef& def, const std::ve
 
 }  // namespace detail
 
-inline std::vector<std::string> Graph::input_names() const { return detail::display_names(def(), def().inputs); }
+inline std::vector<std::string> Graph::input_names() const {
+  if (!validate().ok()) return {};
+  return detail::display_names(def(), def().inputs);
+}
 
-inline std::vector<std::string> Graph::output_names() const { return detail::display_names(def(), def().outputs); }
+inline std::vector<std::string> Graph::output_names() const {
+  if (!validate().ok()) return {};
+  return detail::display_names(def(), def().outputs);
+}
 
 }  // namespace rml

@@ -117,7 +117,7 @@ Result<T> deserialize(std::span<const std::uint8_t> bytes) {
   Root root{};
   if (!reader.read_document(root, detail::serial_type_name<Root>())) return reader.status();
   if constexpr (std::is_same_v<T, Graph>)
-    return Graph(std::move(root));
+    return Graph::from_def(std::move(root));  // the gate (rml/ir/validate.hpp): INVALID_ARGUMENT naming the place
   else
     return root;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rml/ir/graph.hpp"
+#include "rml/ir/validate.hpp"
 
 namespace rml::detail {
 
@@ -62,35 +63,25 @@ inline void materialize_node_names(GraphDef& def) {
     if (def.nodes[i].name.empty()) def.nodes[i].name = op_display_name(def, i);
 }
 
-/// INVALID_ARGUMENT unless every id of `def` is in range and every value is defined once (as an
-/// input, a constant or a node output) before any node reads it: what the edit calls rely on.
+/// INVALID_ARGUMENT unless `def` passes the gate (validate_graph: every id in range, every value
+/// defined once before it is read, sizes and constants sound): what the edit calls rely on.
 inline Status check_structure(const GraphDef& def, std::string_view call) {
-  const std::size_t n = def.values.size();
-  std::vector<bool> defined(n, false);
-  const auto fail = [&](const std::string& what) {
-    return invalid_argument(std::string(call) + ": the graph is malformed: " + what);
-  };
-  const auto define = [&](ValueId v, const std::string& where) -> Status {
-    if (v >= n)
-      return fail(where + " names value " + std::to_string(v) + ", beyond the " + std::to_string(n) + " values");
-    if (defined[v]) return fail(where + " defines value " + std::to_string(v) + " a second time");
-    defined[v] = true;
-    return {};
-  };
-  for (std::size_t i = 0; i < def.inputs.size(); ++i)
-    RML_RETURN_IF_ERROR(define(def.inputs[i], "inputs[" + std::to_string(i) + "]"));
-  for (std::size_t i = 0; i < def.constants.size(); ++i)
-    RML_RETURN_IF_ERROR(define(def.constants[i].value, "constants[" + std::to_string(i) + "]"));
-  for (std::size_t i = 0; i < def.nodes.size(); ++i) {
-    for (ValueId v : def.nodes[i].inputs)
-      if (v >= n || !defined[v])
-        return fail("nodes[" + std::to_string(i) + "] reads value " + std::to_string(v) + " before it is defined");
-    for (ValueId v : def.nodes[i].outputs) RML_RETURN_IF_ERROR(define(v, "nodes[" + std::to_string(i) + "]"));
-  }
-  for (std::size_t i = 0; i < def.outputs.size(); ++i)
-    if (def.outputs[i] >= n || !defined[def.outputs[i]])
-      return fail("outputs[" + std::to_string(i) + "] names an undefined value");
-  return {};
+  return validate_graph(def).with_prefix(std::string(call) + ": the graph is malformed: ");
+}
+
+/// The same for a Graph, using the result of its last check when nothing changed since.
+inline Status check_structure(const Graph& graph, std::string_view call) {
+  return graph.validate().with_prefix(std::string(call) + ": the graph is malformed: ");
+}
+
+/// `def`, built by a surgery call from graphs that passed the gate, as a checked Graph. A result
+/// the gate refuses is a bug of the call: INTERNAL, naming it.
+inline Result<Graph> checked_result(GraphDef def, std::string_view call) {
+  auto g = Graph::from_def(std::move(def));
+  if (!g.ok())
+    return internal_error(std::string(call) +
+                          ": produced a graph that fails validation (a bug in rml): " + g.error().message());
+  return g;
 }
 
 }  // namespace rml::detail
