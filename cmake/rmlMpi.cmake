@@ -16,6 +16,7 @@ add_library(rml_mpi INTERFACE)
 add_library(rml::mpi ALIAS rml_mpi)
 set_target_properties(rml_mpi PROPERTIES EXPORT_NAME mpi)
 target_link_libraries(rml_mpi INTERFACE rml ${RML_MPI_TARGET})
+target_compile_definitions(rml_mpi INTERFACE RML_HAVE_MPI=1)  # for code that uses rml/dist/mpi.hpp when it can
 
 if(RML_INSTALL)
   # A separate export set: rmlConfig.cmake loads it only where find_package(MPI) succeeds.

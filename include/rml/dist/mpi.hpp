@@ -385,7 +385,7 @@ class PipelineRank {
       if (Clock::now() > deadline) {
         Status lost(Code::data_loss, "rank " + std::to_string(rank_) + " waited " +
                                          std::to_string(deadline_span_.count()) + " ms for " + what +
-                                         (peer >= 0 ? " from rank " + std::to_string(peer) : std::string()) +
+                                         (peer >= 0 ? " rank " + std::to_string(peer) : std::string()) +
                                          ": the peer died, hung, or is slower than PipelineOptions::timeout");
         tell_everyone(lost);
         return lost;
@@ -567,8 +567,9 @@ class PipelineRank {
       const int slot = static_cast<int>(sink_next_ % 2);
       MPI_Status st;
       // Not through poll_output: it would take (and re-post) the very request waited on here.
-      RML_RETURN_IF_ERROR(wait(sink_request_[slot], &st, "the outputs of micro-batch " + std::to_string(sink_next_),
-                               stages_ - 1, false));
+      RML_RETURN_IF_ERROR(wait(sink_request_[slot], &st,
+                               "the outputs of micro-batch " + std::to_string(sink_next_) + " from", stages_ - 1,
+                               false));
       RML_RETURN_IF_ERROR(take_output(slot, st));
     }
     return {};
@@ -646,7 +647,7 @@ class PipelineRank {
         }
       } else {
         MPI_Status st;
-        RML_RETURN_IF_ERROR(wait(in_request_[slot], &st, "micro-batch " + std::to_string(m), rank_ - 1));
+        RML_RETURN_IF_ERROR(wait(in_request_[slot], &st, "micro-batch " + std::to_string(m) + " from", rank_ - 1));
         int count = 0;
         MPI_Get_count(&st, MPI_BYTE, &count);
         stats_.bytes_received += static_cast<std::uint64_t>(count);
@@ -669,7 +670,7 @@ class PipelineRank {
       // 2. The send buffer of micro-batch m - 2 must be free.
       if (send_remote && out_request_[slot] != MPI_REQUEST_NULL)
         RML_RETURN_IF_ERROR(
-            wait(out_request_[slot], nullptr, "the send of micro-batch " + std::to_string(m - 2), next));
+            wait(out_request_[slot], nullptr, "micro-batch " + std::to_string(m - 2) + " to be taken by", next));
       if (end) return send_end(m, slot, send_remote, next, send_tag);
       // 3. Compute into the message (or, for the output rank, into fresh tensors).
       std::vector<Tensor> fresh;
@@ -722,7 +723,7 @@ class PipelineRank {
       return internal_error("MPI_Isend: " + detail::mpi_error_text(err));
     // Both sends must complete before the buffers may change.
     for (MPI_Request& r : out_request_)
-      if (r != MPI_REQUEST_NULL) RML_RETURN_IF_ERROR(wait(r, nullptr, "the end of the stream", next));
+      if (r != MPI_REQUEST_NULL) RML_RETURN_IF_ERROR(wait(r, nullptr, "the end of the stream to be taken by", next));
     return {};
   }
 
