@@ -444,18 +444,38 @@ class PipelineRank {
   /// After a failure: cancel the receives still posted; sends that may never match are left to MPI
   /// (their buffers stay alive with this object).
   void abandon() {
-    for (MPI_Request* r : {&in_request_[0], &in_request_[1], &out_request_[0], &out_request_[1], &sink_request_[0],
-                           &sink_request_[1], &control_request_}) {
+    for (MPI_Request* r : {&in_request_[0], &in_request_[1], &sink_request_[0], &sink_request_[1], &control_request_}) {
       if (*r == MPI_REQUEST_NULL) continue;
-      if (r != &out_request_[0] && r != &out_request_[1]) {
-        MPI_Cancel(r);
-        int done = 0;
-        for (int i = 0; i < 1000 && !done; ++i) MPI_Test(r, &done, MPI_STATUS_IGNORE);
-      }
+      MPI_Cancel(r);
+      int done = 0;
+      for (int i = 0; i < 1000 && !done; ++i) MPI_Test(r, &done, MPI_STATUS_IGNORE);
       if (*r != MPI_REQUEST_NULL) MPI_Request_free(r);
     }
-    for (MPI_Request& r : leaked_)
-      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    // Sends still under way read their buffers until they complete: give them a moment (a live
+    // peer takes them), and keep the buffers of any that do not for the life of the process, so
+    // that a late transfer never reads freed memory.
+    std::vector<MPI_Request*> sends{&out_request_[0], &out_request_[1]};
+    for (MPI_Request& r : leaked_) sends.push_back(&r);
+    const auto grace = Clock::now() + std::min(deadline_span_, std::chrono::milliseconds(1000));
+    bool pending = true;
+    while (pending) {
+      pending = false;
+      for (MPI_Request* r : sends) {
+        int done = 0;
+        if (*r != MPI_REQUEST_NULL) MPI_Test(r, &done, MPI_STATUS_IGNORE);
+        pending = pending || *r != MPI_REQUEST_NULL;
+      }
+      if (!pending || Clock::now() > grace) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (pending) {
+      static std::vector<std::shared_ptr<const void>> kept;  // deliberately never freed
+      for (MPI_Request* r : sends)
+        if (*r != MPI_REQUEST_NULL) MPI_Request_free(r);
+      for (detail::WireBuffer& b : out_) kept.push_back(b.storage);
+      kept.push_back(std::shared_ptr<const void>(std::move(told_)));
+      kept.push_back(std::shared_ptr<const void>(std::move(in_band_)));
+    }
     leaked_.clear();
   }
 
