@@ -56,7 +56,7 @@ int model_only(const std::string& stem, double one_process_ms, double bandwidth_
               graph->def().nodes.size(), total, one_process_ms, bandwidth_gbs);
   std::printf("%4s %12s %12s %14s %14s %10s\n", "k", "max stage", "max cut", "mb/s overlap", "mb/s serial", "speed-up");
   for (std::size_t k : {1, 2, 4, 8, 16}) {
-    auto plan = rml::plan_stages(*graph, {.stages = k});
+    auto plan = rml::plan_stages(*graph, {.stages = k, .op_cost = {}});
     if (!plan.ok()) continue;
     double overlap = 0, serial = 0;
     std::uint64_t widest = 0;
