@@ -13,6 +13,7 @@
 #include "rml/edit/optimize.hpp"
 #include "rml/edit/run.hpp"
 #include "rml/edit/split.hpp"
+#include "rml/edit/stages.hpp"
 #include "rml/edit/trace.hpp"
 #include "rml/ir/graph.hpp"
 

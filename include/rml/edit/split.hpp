@@ -29,10 +29,18 @@ struct SplitGraph {
 
 namespace detail {
 
+/// For one part of a split: the value of the source graph behind each of its inputs and outputs.
+struct PartSources {
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;
+};
+
 /// Splits `graph` given each operator's part (`part_of`, indices into `names`). Parts are put in
 /// an order every connection runs forward in (stable: earliest named first). Consumes `graph`.
+/// With `io`, also tells for each part (in the result's order) which source values its inputs
+/// and outputs carry.
 inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::uint32_t>& part_of,
-                                         const std::vector<std::string>& names) {
+                                         const std::vector<std::string>& names, std::vector<PartSources>* io = nullptr) {
   const GraphDef& def = graph.def();
   const auto src = value_sources(def);
   const auto readers = value_readers(def);
@@ -118,6 +126,7 @@ inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::ui
   std::vector<std::string> node_names(source.nodes.size());
   for (std::size_t i = 0; i < source.nodes.size(); ++i) node_names[i] = op_display_name(source, i);
   std::vector<GraphDef> defs(part_count);
+  std::vector<PartSources> sources(part_count);
   std::vector<std::vector<ValueId>> remap(part_count, std::vector<ValueId>(source.values.size(), kNoValue));
   const auto add_value = [&](std::uint32_t q, ValueId v, std::string name) {
     remap[q][v] = static_cast<ValueId>(defs[q].values.size());
@@ -131,10 +140,15 @@ inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::ui
     d.metadata = source.metadata;
     // Inputs: graph inputs this part owns, in the graph's order, then values other parts hand it, by id.
     for (ValueId v : source.inputs)
-      if (home[v] == q) d.inputs.push_back(add_value(q, v, value_display_name(source, v, src[v])));
+      if (home[v] == q) {
+        d.inputs.push_back(add_value(q, v, value_display_name(source, v, src[v])));
+        sources[q].inputs.push_back(v);
+      }
     for (ValueId v = 0; v < source.values.size(); ++v)
-      if (std::binary_search(read_in[v].begin(), read_in[v].end(), q))
+      if (std::binary_search(read_in[v].begin(), read_in[v].end(), q)) {
         d.inputs.push_back(add_value(q, v, crossing_name[v]));
+        sources[q].inputs.push_back(v);
+      }
   }
   for (std::size_t c = 0; c < source.constants.size(); ++c) {
     const ValueId v = source.constants[c].value;
@@ -168,6 +182,7 @@ inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::ui
       const ValueId mine = remap[q][v];
       if (d.values[mine].name.empty()) d.values[mine].name = value_display_name(source, v, src[v]);
       d.outputs.push_back(mine);
+      sources[q].outputs.push_back(v);
     }
     for (ValueId v = 0; v < source.values.size(); ++v) {
       if (home[v] != q || read_in[v].empty()) continue;
@@ -184,6 +199,7 @@ inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::ui
         d.nodes.push_back(std::move(copy));
       }
       d.outputs.push_back(mine);
+      sources[q].outputs.push_back(v);
       for (std::uint32_t r : read_in[v])
         result.connections.push_back({{names[order[q]], crossing_name[v]}, {names[order[r]], crossing_name[v]}});
     }
@@ -196,6 +212,7 @@ inline Result<SplitGraph> split_by_parts(Graph& graph, const std::vector<std::ui
     result.parts.push_back(std::move(part));
   }
   consume(graph, "split");
+  if (io) *io = std::move(sources);
   return result;
 }
 
