@@ -213,7 +213,7 @@ TEST_CASE("a save killed at random points leaves the old pair or the new one, ne
   REQUIRE(save_graph(Graph(models[0]), dir / "m").ok());
   std::mt19937 rng(20260601);
   int trials = 0;
-  int between_renames = 0;  // kills that left the new JSON beside the old weights (steps 3 and 4)
+  int between_renames = 0;  // loads after a kill between steps 3 and 4: the new JSON beside the old weights
   std::vector<int> seen(models.size(), 0);
   const auto start = std::chrono::steady_clock::now();
   // A few hundred kills, at most ~8 s of them.
@@ -239,7 +239,8 @@ TEST_CASE("a save killed at random points leaves the old pair or the new one, ne
     ++seen[static_cast<std::size_t>(got)];
   }
   MESSAGE(trials, " kills; loaded models ", seen[0], "/", seen[1], "/", seen[2], "; ", between_renames,
-          " kills fell between the two renames, where the model loads through the staged weights");
+          " loads found the new JSON beside the old weights (a kill between the two renames, which the next "
+          "save repairs) and loaded through the staged weights");
   CHECK(trials >= 50);
   // A save that completes afterwards cleans up and loads.
   REQUIRE(save_graph(Graph(models[2]), dir / "m").ok());
