@@ -1,4 +1,5 @@
-# Install rules: headers, the rml::rml target, rmlConfig.cmake (+ version file) and rml.pc.
+# Install rules: headers, the rml::rml and rml::rml_split targets, rmlConfig.cmake (+ version file)
+# and rml.pc.
 # Everything rml installs is architecture independent, so it all goes under share/.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -8,7 +9,7 @@ set(RML_INSTALL_PKGCONFIGDIR "${CMAKE_INSTALL_DATADIR}/pkgconfig" CACHE STRING "
 mark_as_advanced(RML_INSTALL_CMAKEDIR RML_INSTALL_PKGCONFIGDIR)
 
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/rml" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
-install(TARGETS rml EXPORT rmlTargets)
+install(TARGETS rml rml_split EXPORT rmlTargets)
 install(EXPORT rmlTargets NAMESPACE rml:: DESTINATION "${RML_INSTALL_CMAKEDIR}")
 
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/rmlConfig.cmake.in"
