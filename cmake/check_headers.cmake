@@ -1,6 +1,8 @@
 # Checks rml's layering: every header under include/rml/{core,ir,io,check,edit,serial} must
 # preprocess without reaching Eigen (only exec/ may), and rml/rml.hpp must compile alone
-# in a fresh translation unit with -Wall -Wextra -Wpedantic -Werror, and fails with rml's #error below C++20.
+# in a fresh translation unit with -Wall -Wextra -Wpedantic -Werror, in the default mode and with
+# RML_SEPARATE_KERNELS (where it must reach neither Eigen nor a kernel: see rml/exec/linkage.hpp), and
+# fails with rml's #error below C++20.
 # Usage: cmake -DCXX=<compiler> -DINCLUDE_DIR=<include> -DWORK_DIR=<dir> -P check_headers.cmake
 set(failed "")
 foreach(area core ir io check edit serial)
@@ -39,8 +41,30 @@ if(rc EQUAL 0 OR NOT first_error MATCHES "rml: needs C\\+\\+20" OR error_count G
   list(APPEND failed "rml/rml.hpp with -std=c++17: not stopped by rml's #error (exit ${rc}, ${error_count} errors):\n${err}")
 endif()
 
+# A translation unit that only declares the kernels: every header it reads (-M lists system ones too).
+execute_process(COMMAND ${CXX} -std=c++20 -I${INCLUDE_DIR} ${extra} -DMSGPACK_NO_BOOST -DRML_SEPARATE_KERNELS -M
+                        ${WORK_DIR}/alone.cpp
+                OUTPUT_VARIABLE deps ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  list(APPEND failed "rml/rml.hpp does not preprocess with RML_SEPARATE_KERNELS:\n${err}")
+else()
+  string(REGEX MATCHALL "[^ \\\n]*(/Eigen/|rml/exec/kernels/|rml/exec/kernel_table.hpp|rml/exec/detail/(implementation|program_builder|run_node).hpp)[^ \\\n]*" heavy "${deps}")
+  if(heavy)
+    list(REMOVE_DUPLICATES heavy)
+    list(SUBLIST heavy 0 6 heavy)
+    string(REPLACE ";" "\n  " heavy "${heavy}")
+    list(APPEND failed "rml/rml.hpp with RML_SEPARATE_KERNELS reaches what only the implementation TU may:\n  ${heavy}")
+  endif()
+endif()
+execute_process(COMMAND ${CXX} -std=c++20 -Wall -Wextra -Wpedantic -Werror -I${INCLUDE_DIR} ${extra} -DMSGPACK_NO_BOOST
+                        -DRML_SEPARATE_KERNELS -fsyntax-only ${WORK_DIR}/alone.cpp
+                ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  list(APPEND failed "rml/rml.hpp does not compile alone with RML_SEPARATE_KERNELS and -Werror:\n${err}")
+endif()
+
 if(failed)
   string(REPLACE ";" "\n" text "${failed}")
   message(FATAL_ERROR "${text}")
 endif()
-message(STATUS "headers: layering and rml.hpp alone OK")
+message(STATUS "headers: layering, and rml.hpp alone in both kernel modes, OK")

@@ -1,4 +1,5 @@
-# Install rules: headers, the rml::rml target, rmlConfig.cmake (+ version file) and rml.pc.
+# Install rules: headers, the rml::rml and rml::rml_split targets, rmlConfig.cmake (+ version file)
+# and rml.pc.
 # Everything rml installs is architecture independent, so it all goes under share/.
 # All of it is component `rml`; with RML_INSTALL off (rml as a subproject) the component is left out of a
 # plain `cmake --install`, and the rules exist only so that rml::rml is in an export set.
@@ -14,7 +15,7 @@ if(NOT RML_INSTALL)
 endif()
 
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/rml" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" ${_rml_component})
-install(TARGETS rml EXPORT rmlTargets ${_rml_component})
+install(TARGETS rml rml_split EXPORT rmlTargets ${_rml_component})
 install(EXPORT rmlTargets NAMESPACE rml:: DESTINATION "${RML_INSTALL_CMAKEDIR}" ${_rml_component})
 
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/rmlConfig.cmake.in"

@@ -3,6 +3,7 @@
 # what it prints against counts read from the model's JSON.
 #
 #   -DKIND=install|find_package|add_subdirectory|fetchcontent|meson_subproject|pkg_config|plain_include|
+#          split (the kernels in one TU of two: also runs the model)|
 #          dependency_lookup.missing|dependency_lookup.msgpack6 (configure only)
 #   -DRML_SOURCE_DIR=<rml checkout>   -DWORK_DIR=<scratch directory for this test>
 #   -DPREFIX=<install prefix shared by install, find_package and pkg_config>
@@ -48,13 +49,17 @@ function(cmake_build)
   step("build" "${CMAKE_COMMAND}" --build "${build}")
 endfunction()
 
-# The counts the consumer must print, read from the model's JSON by CMake (not by rml).
+# The counts the consumer must print, read from the model's JSON by CMake (not by rml), then any
+# further lines given.
 function(check_consumer program)
   file(READ "${MODEL}.json" json)
   string(JSON values LENGTH "${json}" values)
   string(JSON constants LENGTH "${json}" constants)
   string(JSON nodes LENGTH "${json}" nodes)
   set(expected "rml consumer: ${values} values, ${constants} constants, ${nodes} nodes\n")
+  foreach(line ${ARGN})
+    string(APPEND expected "${line}\n")
+  endforeach()
   step("run" "${program}" "${MODEL}")
   if(NOT step_output STREQUAL expected)
     message(FATAL_ERROR "${KIND}: the consumer printed\n${step_output}but should print\n${expected}")
@@ -162,6 +167,11 @@ elseif(KIND STREQUAL "meson_subproject")
     message(FATAL_ERROR "meson_subproject: rml built its tests as a subproject: ${rml_tests}")
   endif()
   check_consumer("${build}/consumer")
+
+elseif(KIND STREQUAL "split")
+  stage()
+  cmake_build("-DCMAKE_PREFIX_PATH=${PREFIX}")
+  check_consumer("${build}/consumer" "rml consumer: the model's output matches the reference within 1e-5")
 
 elseif(KIND STREQUAL "pkg_config")
   stage()

@@ -1,7 +1,7 @@
 # Every way of consuming rml is a CTest test (label `consumer`): install + find_package,
-# add_subdirectory, FetchContent, a meson subproject, pkg-config with a plain compiler line, and the
-# README's plain `g++ -I...` line.
-# Each configures, builds and runs a one-file project; see consumers/consume.cmake.
+# add_subdirectory, FetchContent, a meson subproject, pkg-config with a plain compiler line, the
+# README's plain `g++ -I...` line, and rml::rml_split (the kernels compiled in one of two translation
+# units). Each configures, builds and runs a small project; see consumers/consume.cmake.
 #
 # Included from tests/CMakeLists.txt. Not registered in sanitizer builds: they test packaging,
 # which the sanitizer flags do not change, and the plain build already runs them.
@@ -34,6 +34,7 @@ endfunction()
 
 rml_add_consumer_test(install FIXTURE_SETUP rml_installed)
 rml_add_consumer_test(find_package FIXTURE_REQUIRED rml_installed)
+rml_add_consumer_test(split FIXTURE_REQUIRED rml_installed)
 rml_add_consumer_test(dependency_lookup.missing FIXTURE_REQUIRED rml_installed)
 rml_add_consumer_test(dependency_lookup.msgpack6 FIXTURE_REQUIRED rml_installed)
 rml_add_consumer_test(add_subdirectory)

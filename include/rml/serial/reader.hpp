@@ -847,7 +847,9 @@ class SerialReader {
       return fail_at(start, Code::data_loss,
                      "a " + type.to_string() + " tensor needs " + std::to_string(*nbytes) + " bytes, its data has " +
                          std::to_string(size));
-    out = Tensor::view(std::move(type), std::move(storage), 0);
+    auto view = Tensor::try_view(std::move(type), std::move(storage), 0);
+    if (!view.ok()) return fail_at(start, Code::data_loss, view.error().message());
+    out = std::move(*view);
     return leave();
   }
 

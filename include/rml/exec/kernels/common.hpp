@@ -1,4 +1,4 @@
-// What every kernel receives: the plan's buffers, the thread pool, scratch space and an epilogue.
+// Helpers every kernel uses: typed access to its buffers, Eigen maps over them, a small multi-index.
 #pragma once
 
 #include <algorithm>
@@ -11,40 +11,10 @@
 
 #include "rml/check/kernel.hpp"
 #include "rml/core/status.hpp"
+#include "rml/exec/detail/kernel_args.hpp"
 #include "rml/exec/thread_pool.hpp"
 
 namespace rml::detail {
-
-/// A unary op applied after a producing kernel (fused activation), or one link of a unary chain.
-struct UnaryStep {
-  OpCode op = OpCode::Relu;
-  bool gelu_tanh = false;
-  /// For a binary op fused with a constant scalar operand (`minimum(x, 6)`, `x * 0.5`, `1 - x`):
-  /// that operand, and whether it is the left one.
-  float scalar = 0.0f;
-  bool scalar_left = false;
-};
-
-/// Work fused into a producer's output: `out = chain(out + bias)`. For matmul the bias is a row
-/// vector (one value per column), for conv2d one value per output channel.
-struct Epilogue {
-  const float* bias = nullptr;
-  std::span<const UnaryStep> chain;  ///< owned by the executor's step
-  [[nodiscard]] bool empty() const noexcept { return bias == nullptr && chain.empty(); }
-};
-
-/// The buffers of one kernel call. Inputs and outputs are in the node's order; `scratch` holds
-/// `scratch_bytes(kernel)` bytes, 64-byte aligned.
-struct KernelArgs {
-  std::span<const std::byte* const> in;
-  std::span<std::byte* const> out;
-  const ThreadPool* pool = nullptr;
-  std::byte* scratch = nullptr;
-  const Epilogue* epilogue = nullptr;
-  const void* packed = nullptr;  ///< constant weights the executor packed for this kernel, or null
-};
-
-using KernelFn = Status (*)(const Kernel&, const KernelArgs&);
 
 template <typename T>
 const T* in_ptr(const KernelArgs& a, std::size_t i) noexcept {

@@ -1,0 +1,103 @@
+// The compiled form of a graph that every run shares (steps, value homes, the arena plan) and the
+// per-run workspace; build_program() makes one (its definition needs the kernels: see linkage.hpp).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rml/core/status.hpp"
+#include "rml/core/tensor.hpp"
+#include "rml/exec/detail/kernel_args.hpp"
+#include "rml/exec/linkage.hpp"
+#include "rml/exec/memory_plan.hpp"
+#include "rml/ir/graph.hpp"
+
+namespace rml::detail {
+
+/// Where a value's bytes are during a run.
+enum class ValueHome : std::uint8_t { none, input, constant, arena, output, alias };
+
+/// One kernel call: a node, or a node with its fused successors (bias add, unary chain).
+struct Step {
+  Kernel kernel;
+  KernelFn fn = nullptr;
+  ValueIds inputs;
+  ValueId output = 0;
+  std::vector<UnaryStep> chain;  ///< fused unary ops (for a unary step: the whole chain, itself first)
+  std::int64_t bias = -1;        ///< value id of a fused bias, or -1
+  std::size_t scratch_offset = 0;
+  std::size_t scratch_bytes = 0;
+  /// Constant weights packed at create (PackedWeights for matmul, PackedConvWeights for conv2d).
+  std::shared_ptr<const void> packed;
+  std::size_t first_node = 0;  ///< index of the node it starts from (for messages)
+  std::size_t node_count = 1;  ///< nodes fused into it
+};
+
+/// Everything fixed at create: immutable and shared by every run.
+struct Program {
+  std::vector<TensorType> types;  ///< per value
+  std::vector<ValueHome> home;    ///< per value
+  std::vector<std::size_t> slot;  ///< per value: input index, arena offset, output index, or alias root
+  std::vector<Tensor> constants;  ///< per value (defined for constants only)
+  std::vector<Step> steps;
+  std::vector<ValueId> inputs, outputs;
+  std::vector<std::string> input_names, output_names;
+  /// Output positions copied at the end (a graph input, a constant, or a value listed twice).
+  std::vector<std::size_t> copied_outputs;
+  std::size_t arena_bytes = 0;
+  std::size_t intermediate_bytes = 0;  ///< sum of the planned buffers, before sharing
+  std::size_t max_arity = 1;
+};
+
+/// One run's memory: the arena and the value pointer table.
+struct Workspace {
+  struct AlignedDelete {
+    void operator()(std::byte* p) const noexcept { ::operator delete(p, std::align_val_t{kArenaAlignment}); }
+  };
+  std::unique_ptr<std::byte, AlignedDelete> arena;
+  std::vector<std::byte*> ptrs;
+  std::vector<const std::byte*> in_ptrs;
+
+  explicit Workspace(const Program& p)
+      : arena(static_cast<std::byte*>(::operator new(std::max<std::size_t>(p.arena_bytes, kArenaAlignment),
+                                                     std::align_val_t{kArenaAlignment}))),
+        ptrs(p.types.size(), nullptr),
+        in_ptrs(p.max_arity, nullptr) {}
+};
+
+/// Workspaces for concurrent runs: a run takes one (creating it the first time) and gives it back.
+class WorkspacePool {
+ public:
+  std::unique_ptr<Workspace> acquire(const Program& p) {
+    {
+      std::lock_guard lock(mu_);
+      if (!free_.empty()) {
+        auto w = std::move(free_.back());
+        free_.pop_back();
+        return w;
+      }
+    }
+    return std::make_unique<Workspace>(p);
+  }
+  void release(std::unique_ptr<Workspace> w) {
+    std::lock_guard lock(mu_);
+    free_.push_back(std::move(w));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Workspace>> free_;
+};
+
+/// Checks `graph` with infer_types' rules (its errors, unchanged), compiles every node, fuses,
+/// aliases, packs constant weights and plans the arena, for runs on `threads` threads.
+RML_KERNEL_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget);
+
+}  // namespace rml::detail

@@ -1,0 +1,275 @@
+// The program builder: every node compiled and bound to its kernel, fusion, aliasing, weight
+// packing and the arena plan. Defined where the kernels are (see rml/exec/linkage.hpp).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "rml/check/infer.hpp"
+#include "rml/exec/detail/guard.hpp"
+#include "rml/exec/detail/program.hpp"
+#include "rml/exec/kernel_table.hpp"
+#include "rml/exec/memory_plan.hpp"
+#include "rml/ir/graph.hpp"
+
+namespace rml::detail {
+
+/// Builds the program: compiles and checks every node, fuses, aliases, plans the arena.
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget) : g_(g), threads_(threads), budget_(budget) {}
+
+  Result<std::shared_ptr<Program>> build() {
+    auto prog = std::make_shared<Program>();
+    p_ = prog.get();
+    RML_RETURN_IF_ERROR(compile_nodes());
+    bind_sources();
+    fuse_and_emit();
+    RML_RETURN_IF_ERROR(place_values());
+    return prog;
+  }
+
+ private:
+  // Same walk and messages as infer_types, keeping each node's kernel.
+  Status compile_nodes() {
+    std::vector<std::uint8_t> defined;
+    RML_RETURN_IF_ERROR(define_sources(g_, defined));
+    std::vector<TensorType> scratch;
+    compiled_.reserve(g_.nodes.size());
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
+      auto c = compile_graph_node(g_, i, defined, scratch);
+      if (!c.ok()) return c.error();
+      compiled_.push_back(std::move(c->kernel));
+    }
+    RML_RETURN_IF_ERROR(check_outputs(g_, defined));
+    for (const ValueDef& v : g_.values) p_->types.push_back(v.type);
+    return {};
+  }
+
+  void bind_sources() {
+    const std::size_t nv = g_.values.size();
+    p_->home.assign(nv, ValueHome::none);
+    p_->slot.assign(nv, 0);
+    p_->constants.resize(nv);
+    producer_.assign(nv, -1);
+    readers_.assign(nv, 0);
+    p_->inputs = g_.inputs;
+    p_->outputs = g_.outputs;
+    for (std::size_t k = 0; k < g_.inputs.size(); ++k) {
+      p_->home[g_.inputs[k]] = ValueHome::input;
+      p_->slot[g_.inputs[k]] = k;
+      p_->input_names.push_back(g_.values[g_.inputs[k]].name);
+    }
+    for (const ConstantDef& c : g_.constants) {
+      p_->home[c.value] = ValueHome::constant;
+      p_->constants[c.value] = c.data;
+    }
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
+      for (ValueId v : g_.nodes[i].inputs) ++readers_[v];
+      producer_[g_.nodes[i].outputs[0]] = static_cast<std::int64_t>(i);
+    }
+    is_output_.assign(nv, 0);
+    for (ValueId v : g_.outputs) {
+      is_output_[v] = 1;
+      p_->output_names.push_back(g_.values[v].name);
+    }
+  }
+
+  /// The single node reading `v`, when exactly one does and `v` is not a graph output.
+  [[nodiscard]] std::optional<std::size_t> sole_reader(ValueId v, std::size_t after) const {
+    if (readers_[v] != 1 || is_output_[v]) return std::nullopt;
+    for (std::size_t j = after + 1; j < g_.nodes.size(); ++j)
+      for (ValueId in : g_.nodes[j].inputs)
+        if (in == v) return j;
+    return std::nullopt;
+  }
+
+  /// Defined before node `i` runs (a source, or produced by an earlier node).
+  [[nodiscard]] bool available_at(ValueId v, std::size_t i) const {
+    return producer_[v] < static_cast<std::int64_t>(i);
+  }
+
+  /// Node j as a step of a chain over `v`: a unary op, or an elementwise binary op whose other
+  /// operand is a constant f32 scalar that does not change v's type (`minimum(v, 6)` after relu).
+  [[nodiscard]] std::optional<UnaryStep> chain_step(std::size_t j, ValueId v) const {
+    const OpCode op = compiled_[j].op;
+    if (is_unary(op)) return UnaryStep{op, compiled_[j].as<UnaryPlan>().gelu_tanh};
+    const bool scalar_op = op == OpCode::Add || op == OpCode::Sub || op == OpCode::Mul || op == OpCode::Div ||
+                           op == OpCode::Maximum || op == OpCode::Minimum;
+    const NodeDef& node = g_.nodes[j];
+    if (!scalar_op || node.inputs.size() != 2 || node.inputs[0] == node.inputs[1]) return std::nullopt;
+    const bool left = node.inputs[1] == v;
+    const ValueId c = left ? node.inputs[0] : node.inputs[1];
+    const TensorType& ct = p_->types[c];
+    if (p_->home[c] != ValueHome::constant || ct.dtype != DType::f32 || ct.shape.numel() != 1 ||
+        p_->types[v].dtype != DType::f32 || p_->types[node.outputs[0]] != p_->types[v])
+      return std::nullopt;
+    return UnaryStep{op, false, p_->constants[c].data<float>()[0], left};
+  }
+
+  /// Extends `s` with the chain steps (see chain_step) that alone read its output; returns the last
+  /// node fused.
+  std::size_t fuse_unary_chain(Step& s, std::size_t last) {
+    for (;;) {
+      auto j = sole_reader(s.output, last);
+      if (!j) return last;
+      const auto step = chain_step(*j, s.output);
+      if (!step) return last;
+      s.chain.push_back(*step);
+      s.output = g_.nodes[*j].outputs[0];
+      absorbed_[*j] = 1;
+      ++s.node_count;
+      last = *j;
+    }
+  }
+
+  /// matmul followed by `add` of a row vector [n] (or [1, ..., 1, n]) becomes a bias epilogue.
+  void fuse_bias(Step& s, std::size_t i) {
+    auto j = sole_reader(s.output, i);
+    if (!j || compiled_[*j].op != OpCode::Add) return;
+    const NodeDef& add = g_.nodes[*j];
+    const ValueId other = add.inputs[0] == s.output ? add.inputs[1] : add.inputs[0];
+    if (add.inputs[0] == add.inputs[1]) return;
+    const TensorType& bt = p_->types[other];
+    const auto& mm = compiled_[i].as<MatMulPlan>();
+    const Shape& out = p_->types[s.output].shape;
+    const bool row_vector = bt.shape.rank() >= 1 && bt.shape.dims().back() == mm.n && bt.shape.numel() == mm.n &&
+                            bt.shape.rank() <= out.rank() && out.rank() >= 1 && out.dims().back() == mm.n;
+    if (!row_vector || p_->types[add.outputs[0]] != p_->types[s.output] || !available_at(other, i)) return;
+    s.bias = other;
+    s.inputs.push_back(other);  // read by the step, for liveness
+    s.output = add.outputs[0];
+    absorbed_[*j] = 1;
+    ++s.node_count;
+  }
+
+  /// A matmul with a constant 2-D right-hand side and enough rows for GEMM packs it now.
+  void pack_weights_of(Step& s, const NodeDef& node) {
+    const auto& mm = s.kernel.as<MatMulPlan>();
+    const ValueId b = node.inputs[1];
+    if (p_->home[b] != ValueHome::constant || !mm.batch_dims.empty() || mm.m <= kGemvRows || mm.k == 0 || mm.n == 0)
+      return;
+    auto packed = pack_weights(p_->constants[b].data<float>(), mm.k, mm.n, mm.m, threads_);
+    s.scratch_bytes = packed->scratch_bytes();
+    s.packed = std::move(packed);
+  }
+
+  /// A conv2d with constant weights (but a depthwise one, which runs directly) packs them now.
+  void pack_conv_weights_of(Step& s, const NodeDef& node) {
+    const auto& cp = s.kernel.as<Conv2dPlan>();
+    const ValueId w = node.inputs[1];
+    if (p_->home[w] != ValueHome::constant || conv_is_depthwise(cp) || cp.og == 0 || cp.oh * cp.ow == 0 ||
+        cp.cg * cp.kh * cp.kw == 0)
+      return;
+    auto packed = pack_conv_weights(cp, p_->constants[w].data<float>(), threads_);
+    s.scratch_bytes = packed->scratch_bytes();
+    s.packed = std::move(packed);
+  }
+
+  void fuse_and_emit() {
+    absorbed_.assign(g_.nodes.size(), 0);
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (absorbed_[i]) continue;
+      const NodeDef& node = g_.nodes[i];
+      Step s;
+      s.kernel = compiled_[i];
+      s.fn = find_kernel(s.kernel);
+      s.inputs = node.inputs;
+      s.output = node.outputs[0];
+      s.first_node = i;
+      s.scratch_bytes = scratch_bytes(s.kernel, threads_);
+      const OpCode op = s.kernel.op;
+      // reshape and copy of an intermediate that is not itself an output: no step, an alias.
+      if ((op == OpCode::Reshape || op == OpCode::Copy) && !is_output_[s.output]) {
+        p_->home[s.output] = ValueHome::alias;
+        p_->slot[s.output] = root(node.inputs[0]);
+        continue;
+      }
+      if (is_unary(op)) {
+        s.chain.push_back(UnaryStep{op, s.kernel.as<UnaryPlan>().gelu_tanh});
+        fuse_unary_chain(s, i);
+        if (s.chain.size() == 1) s.chain.clear();
+      } else if (op == OpCode::MatMul) {
+        pack_weights_of(s, node);
+        fuse_bias(s, i);
+        fuse_unary_chain(s, i);
+      } else if (op == OpCode::Conv2d) {
+        pack_conv_weights_of(s, node);
+        fuse_unary_chain(s, i);
+      } else if (is_binary(op)) {
+        fuse_unary_chain(s, i);
+      }
+      p_->home[s.output] = ValueHome::arena;
+      p_->steps.push_back(std::move(s));
+    }
+  }
+
+  [[nodiscard]] std::size_t root(ValueId v) const {
+    return p_->home[v] == ValueHome::alias ? p_->slot[v] : v;
+  }
+
+  Status place_values() {
+    const std::size_t nv = g_.values.size();
+    // A graph output computed by a step is written straight into the caller's tensor.
+    std::vector<std::uint8_t> taken(nv, 0);
+    for (std::size_t k = 0; k < g_.outputs.size(); ++k) {
+      const ValueId v = g_.outputs[k];
+      if (p_->home[v] == ValueHome::arena && !taken[v]) {
+        p_->home[v] = ValueHome::output;
+        p_->slot[v] = k;
+        taken[v] = 1;
+      } else {
+        p_->copied_outputs.push_back(k);
+      }
+    }
+    // Liveness over steps, through aliases.
+    std::vector<std::int64_t> first(nv, -1), last(nv, -1);
+    for (std::size_t s = 0; s < p_->steps.size(); ++s) {
+      const Step& st = p_->steps[s];
+      p_->max_arity = std::max(p_->max_arity, st.inputs.size());
+      for (ValueId v : st.inputs) last[root(v)] = static_cast<std::int64_t>(s);
+      first[st.output] = static_cast<std::int64_t>(s);
+    }
+    std::vector<ArenaBuffer> buffers;
+    std::vector<std::size_t> owner;  // value id, or nv + step index for scratch
+    for (std::size_t v = 0; v < nv; ++v) {
+      if (p_->home[v] != ValueHome::arena) continue;
+      const auto bytes = static_cast<std::size_t>(*p_->types[v].checked_nbytes());
+      buffers.push_back({bytes, first[v], std::max(first[v], last[v]), 0});
+      owner.push_back(v);
+    }
+    for (std::size_t s = 0; s < p_->steps.size(); ++s) {
+      if (p_->steps[s].scratch_bytes == 0) continue;
+      const auto at = static_cast<std::int64_t>(s);
+      buffers.push_back({p_->steps[s].scratch_bytes, at, at, 0});
+      owner.push_back(nv + s);
+    }
+    RML_RETURN_IF_ERROR(sum_buffers_within(buffers, budget_, p_->intermediate_bytes));
+    p_->arena_bytes = plan_arena(buffers);
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      if (owner[i] < nv) p_->slot[owner[i]] = buffers[i].offset;
+      else p_->steps[owner[i] - nv].scratch_offset = buffers[i].offset;
+    }
+  }
+
+  const GraphDef& g_;
+  int threads_;
+  std::size_t budget_;
+  Program* p_ = nullptr;
+  std::vector<Kernel> compiled_;
+  std::vector<std::int64_t> producer_;
+  std::vector<std::uint32_t> readers_;
+  std::vector<std::uint8_t> is_output_;
+  std::vector<std::uint8_t> absorbed_;
+};
+
+RML_KERNEL_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget) {
+  return ProgramBuilder(graph, threads, budget).build();
+}
+
+}  // namespace rml::detail
