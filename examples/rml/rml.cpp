@@ -34,6 +34,9 @@
 
 #include <CLI/CLI.hpp>
 #include <rml/rml.hpp>
+#ifdef RML_HAVE_MPI
+#include <rml/dist/mpi.hpp>
+#endif
 
 #include "json.hpp"
 #include "npy.hpp"
@@ -579,11 +582,19 @@ struct Run {
   std::string save, save_inputs, compare;
   double rtol = 1e-5, atol = 1e-5;
   int threads = 0;
+  int pipeline = 0;
   bool json = false;
 
   void add(CLI::App* app) {
     add_model(app, model);
     inputs.add(app);
+#ifdef RML_HAVE_MPI
+    app->add_option("--pipeline", pipeline,
+                    "run as K pipeline stages, one per MPI rank (mpirun -np K rml run --pipeline K ...); the "
+                    "outputs print on rank 0")
+        ->type_name("K")
+        ->check(number_in(1, 1 << 20, true));
+#endif
     app->add_option("--save", save, "write the outputs: OUT.safetensors, or a directory of <name>.npy files")
         ->type_name("OUT")
         ->check(a_path());
@@ -614,8 +625,12 @@ struct Run {
     std::vector<Tensor> outputs;
     double ms = 0;
     int threads = 1;
+    bool elsewhere = false;  ///< the outputs went to another MPI rank: print nothing here
   };
   Ran execute(const Graph& graph, const std::vector<Tensor>& in) const {
+#ifdef RML_HAVE_MPI
+    if (pipeline > 0) return execute_pipeline(in);
+#endif
     const rml::Executor executor = get(rml::Executor::create(graph, {.threads = threads}));
     const auto start = std::chrono::steady_clock::now();
     Ran ran{get(executor.run(in)), 0, executor.threads()};
@@ -623,10 +638,31 @@ struct Run {
     return ran;
   }
 
+#ifdef RML_HAVE_MPI
+  // Every rank loads the model and computes the same stages; rank 0 feeds the inputs and receives
+  // the outputs. A failure on any rank is reported by every rank (rml/dist/mpi.hpp).
+  Ran execute_pipeline(const std::vector<Tensor>& in) const {
+    static rml::dist::MpiSession mpi(nullptr, nullptr);  // finalized at exit
+    get(mpi.status());
+    rml::dist::PipelineOptions options;
+    options.stages = pipeline;
+    options.threads = std::max(1, threads);
+    const int rank = rml::dist::MpiSession::world_rank();
+    std::vector<std::vector<Tensor>> batches;
+    if (rank == 0) batches.push_back(in);
+    const auto start = std::chrono::steady_clock::now();
+    rml::dist::PipelineReport report = get(rml::dist::run_pipeline(MPI_COMM_WORLD, model, batches, options));
+    Ran ran{{}, millis(std::chrono::steady_clock::now() - start), options.threads, rank != options.output_rank};
+    if (!ran.elsewhere && !report.outputs.empty()) ran.outputs = std::move(report.outputs.front());
+    return ran;
+  }
+#endif
+
   int run() const {
     const Graph graph = load_model(model);
     const std::vector<Input> in = gather_inputs(graph, inputs);
-    const auto [outputs, ms, used_threads] = execute(graph, tensors_of(in));
+    const auto [outputs, ms, used_threads, elsewhere] = execute(graph, tensors_of(in));
+    if (elsewhere) return exit_ok;
     const std::vector<std::string> names = graph.output_names();
 
     const auto named = [](const std::vector<std::string>& n, const std::vector<Tensor>& t) {

@@ -52,3 +52,16 @@ if(RML_BUILD_EXAMPLES)  # the target is defined later, in examples/distributed
   set_tests_properties(mpi_example_pipeline PROPERTIES LABELS "mpi;example" ENVIRONMENT "${rml_mpi_env}" TIMEOUT 60
                                             RESOURCE_LOCK mpi PASS_REGULAR_EXPRESSION "bitwise equal to one process: yes")
 endif()
+
+# The tool: `mpirun -np 2 rml run --pipeline 2` on the MLP with PyTorch's recorded input, compared
+# with PyTorch's recorded output (exit 4 on a mismatch); rank 1 prints nothing.
+if(RML_BUILD_EXAMPLES)
+  set(rml_mlp "${RML_TEST_DATA_DIR}/torch_mlp")
+  add_test(NAME mpi_cli_pipeline
+           COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:rml_cli> run
+                   --pipeline 2 "${rml_mlp}" --inputs "${rml_mlp}.expected.safetensors"
+                   --compare "${rml_mlp}.expected.safetensors" --atol 1e-5 --rtol 1e-4)
+  set_tests_properties(mpi_cli_pipeline PROPERTIES LABELS "mpi;cli" ENVIRONMENT "${rml_mpi_env}" TIMEOUT 60
+                                        RESOURCE_LOCK mpi PASS_REGULAR_EXPRESSION "output y:.*latency"
+                                        FAIL_REGULAR_EXPRESSION "rml: [A-Z_]+:")
+endif()
