@@ -255,6 +255,7 @@ class ProgramBuilder {
       if (owner[i] < nv) p_->slot[owner[i]] = buffers[i].offset;
       else p_->steps[owner[i] - nv].scratch_offset = buffers[i].offset;
     }
+    return {};
   }
 
   const GraphDef& g_;
