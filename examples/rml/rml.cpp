@@ -651,7 +651,10 @@ struct Run {
     std::vector<std::vector<Tensor>> batches;
     if (rank == 0) batches.push_back(in);
     const auto start = std::chrono::steady_clock::now();
-    rml::dist::PipelineReport report = get(rml::dist::run_pipeline(MPI_COMM_WORLD, model, batches, options));
+    rml::Result<rml::dist::PipelineReport> result = rml::dist::run_pipeline(MPI_COMM_WORLD, model, batches, options);
+    // A lost rank leaves MPI_Finalize waiting on it forever: exit with the Status instead.
+    if (result.status().code() == rml::Code::data_loss) mpi.abandon();
+    rml::dist::PipelineReport report = get(std::move(result));
     Ran ran{{}, millis(std::chrono::steady_clock::now() - start), options.threads, rank != options.output_rank};
     if (!ran.elsewhere && !report.outputs.empty()) ran.outputs = std::move(report.outputs.front());
     return ran;

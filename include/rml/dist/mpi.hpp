@@ -25,6 +25,7 @@
 // cause. A rank that hears nothing within the timeout returns DATA_LOSS naming the peer it waited
 // for, and tells the others. The communicator is set to MPI_ERRORS_RETURN, so MPI errors come back
 // as codes, reported the same way. A pipeline that failed stays failed (FAILED_PRECONDITION).
+// After a rank died, MPI_Finalize would wait for it forever: MpiSession::abandon() skips it.
 #pragma once
 
 // Only MPI's C API is used: keep the deprecated C++ bindings (and their warnings) out.
@@ -868,9 +869,14 @@ class MpiSession {
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
   ~MpiSession() {
-    if (owner_) MPI_Finalize();
+    if (owner_ && !abandoned_) MPI_Finalize();
   }
   [[nodiscard]] const Status& status() const noexcept { return status_; }
+  /// Call after a peer was lost (a Pipeline returned DATA_LOSS naming a rank): the destructor then
+  /// skips `MPI_Finalize`, which is collective and would wait for the dead rank forever. Open MPI
+  /// 4.1 has no ULFM, so a job that lost a rank cannot be shut down cleanly; the process just exits
+  /// with its Status, and mpiexec ends the job once every survivor has.
+  void abandon() noexcept { abandoned_ = true; }
   [[nodiscard]] static int world_rank() {
     int r = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
@@ -885,6 +891,7 @@ class MpiSession {
  private:
   Status status_;
   bool owner_ = false;
+  bool abandoned_ = false;
 };
 
 /// What run_pipeline did on this rank.
