@@ -287,7 +287,7 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
-std::string ms_text(double ms) { return fmt(ms < 1 ? "%.3f" : ms < 100 ? "%.2f" : "%.1f", ms); }
+std::string ms_text(double ms) { return fmt(ms < 0.1 ? "%.4f" : ms < 1 ? "%.3f" : ms < 100 ? "%.2f" : "%.1f", ms); }
 
 bool generate(const std::string& source, const fs::path& dir, const char* flags) {
   std::cout << "generating fixtures into " << dir << " ...\n" << std::flush;
@@ -305,15 +305,18 @@ int main(int argc, char** argv) {
     return run_child(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]));
 
   bool quick = env_or("RML_BENCH_QUICK", "0") != "0";
-  std::string only;  // --models a,b: a comma-separated subset of stems
+  bool markdown = false;  // --markdown: the table as a Markdown table (what docs/exporters.md holds)
+  std::string only;       // --models a,b: a comma-separated subset of stems
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--quick") {
       quick = true;
+    } else if (arg == "--markdown") {
+      markdown = true;
     } else if (arg == "--models" && i + 1 < argc) {
       only = "," + std::string(argv[++i]) + ",";
     } else {
-      std::cerr << "usage: bench_realsize [--quick] [--models stem,stem,...]\n";
+      std::cerr << "usage: bench_realsize [--quick] [--markdown] [--models stem,stem,...]\n";
       return 2;
     }
   }
@@ -372,14 +375,28 @@ int main(int argc, char** argv) {
   std::printf("# %d timed runs per cell (medians), ms; %%peak against %.1f / %.1f GFLOP/s (1 / 2 threads)\n\n", runs,
               peak[1], peak[2]);
 
-  std::printf("%-24s %3s %9s %9s %7s %9s %9s %8s %6s %6s %6s %19s\n", "model", "thr", "rml", "ORT", "rml/ORT",
-              "PyTorch", "rml/torch", "GFLOP", "rml%pk", "ORT%pk", "pt%pk", "peak RSS MB r/O/pt");
+  // One line of the table: aligned columns, or a Markdown row.
+  const auto print_line = [markdown](const std::vector<std::string>& cells) {
+    static const int widths[] = {-24, 3, 9, 9, 7, 9, 9, 8, 6, 6, 6, 19};
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      if (markdown)
+        std::printf("| %s ", cells[i].c_str());
+      else
+        std::printf(i ? " %*s" : "%*s", widths[i], cells[i].c_str());
+    }
+    std::printf(markdown ? "|\n" : "\n");
+  };
+  print_line({"model", "thr", "rml", "ORT", "rml/ORT", "PyTorch", "rml/torch", "MFLOP", "rml%pk", "ORT%pk", "pt%pk",
+              "peak RSS MB r/O/pt"});
+  if (markdown) std::printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
   std::vector<std::string> notes;
   for (const auto& row : rows) {
     const auto& stem = row.model.stem;
     auto ms = [](const Cell& c) { return c.failure.empty() ? ms_text(c.ms) : std::string("-"); };
     auto ratio = [&](const Cell& c) {
-      return row.rml.failure.empty() && c.failure.empty() ? fmt("%.2f", row.rml.ms / c.ms) : std::string("-");
+      return row.rml.failure.empty() && c.failure.empty()
+                 ? fmt(row.rml.ms < 0.1 * c.ms ? "%.3f" : "%.2f", row.rml.ms / c.ms)
+                 : std::string("-");
     };
     // FLOPs from rml's graph; from the PyTorch count written beside the fixtures when rml has none.
     double flops = row.rml.failure.empty() ? row.rml.flops : 0;
@@ -393,10 +410,9 @@ int main(int argc, char** argv) {
                  : std::string("-");
     };
     auto mb = [](const Cell& c) { return c.failure.empty() ? fmt("%.0f", c.peak_kb / 1024.0) : std::string("-"); };
-    std::printf("%-24s %3d %9s %9s %7s %9s %9s %8s %6s %6s %6s %19s\n", stem.c_str(), row.threads, ms(row.rml).c_str(),
-                ms(row.ort).c_str(), ratio(row.ort).c_str(), ms(row.torch).c_str(), ratio(row.torch).c_str(),
-                flops > 0 ? fmt("%.3f", flops * 1e-9).c_str() : "-", share(row.rml).c_str(), share(row.ort).c_str(),
-                share(row.torch).c_str(), (mb(row.rml) + " / " + mb(row.ort) + " / " + mb(row.torch)).c_str());
+    print_line({stem, std::to_string(row.threads), ms(row.rml), ms(row.ort), ratio(row.ort), ms(row.torch),
+                ratio(row.torch), flops > 0 ? fmt(flops < 1e6 ? "%.3f" : "%.0f", flops * 1e-6) : "-", share(row.rml),
+                share(row.ort), share(row.torch), mb(row.rml) + " / " + mb(row.ort) + " / " + mb(row.torch)});
     auto note = [&](const std::string& text) {  // once per model unless the thread counts differ
       if (std::find(notes.begin(), notes.end(), text) == notes.end()) notes.push_back(text);
     };
