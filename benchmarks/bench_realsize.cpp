@@ -21,9 +21,12 @@
 // Fixtures: $RML_REALSIZE_DIR (default ./bench_realsize) is filled by `gen_zoo.py --real` on first use,
 // $RML_ZOO_DIR (default ./bench_zoo, shared with bench_zoo) by `gen_zoo.py --keep-onnx`. ORT needs
 // $RML_ORT_DIR (see docs/exporters.md). `--quick` (or RML_BENCH_QUICK=1) runs 3 timed runs per cell instead of
-// 20; RML_BENCH_RUNS=<n> sets the count.
+// 20; RML_BENCH_RUNS=<n> sets the count. Not a Google Benchmark program: every figure comes from a process of
+// its own, and all three engines are timed the same way (median of single runs).
 
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
