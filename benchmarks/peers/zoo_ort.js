@@ -2,8 +2,9 @@
 // onnxruntime-node, on the inputs stored in <dir>/<stem>.expected.safetensors (tensors input.<i>).
 //
 // Usage: NODE_PATH=<dir with node_modules> node zoo_ort.js <dir> <threads> <runs> <stem> [...]
-// Prints one line per model: `<stem> <threads> <median ms>`. Sessions use intraOpNumThreads = threads,
-// sequential execution and every graph optimisation.
+// Prints one line per model: `<stem> <threads> <median ms> <VmHWM kB> <base kB>`: the process's peak resident set
+// so far and its VmRSS before the first session was created (one model per process for a model's peak).
+// Sessions use intraOpNumThreads = threads, sequential execution and every graph optimisation.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -24,7 +25,18 @@ function readInputs(file) {
   return inputs;
 }
 
+// A `Vm...:` line of /proc/self/status in kB (0 where there is none).
+function statusKb(key) {
+  try {
+    const m = fs.readFileSync('/proc/self/status', 'utf8').match(new RegExp(`^${key}:\\s*(\\d+)`, 'm'));
+    return m ? Number(m[1]) : 0;
+  } catch (e) {
+    return 0;
+  }
+}
+
 async function main() {
+  const base = statusKb('VmRSS');
   const [dir, threadsArg, runsArg, ...stems] = process.argv.slice(2);
   const threads = Number(threadsArg), runs = Number(runsArg);
   console.log(`# onnxruntime-node ${require('onnxruntime-node/package.json').version}`);
@@ -48,7 +60,7 @@ async function main() {
     }
     times.sort((a, b) => a - b);
     const median = runs % 2 ? times[(runs - 1) / 2] : (times[runs / 2 - 1] + times[runs / 2]) / 2;
-    console.log(`${stem} ${threads} ${median.toFixed(6)}`);
+    console.log(`${stem} ${threads} ${median.toFixed(6)} ${statusKb('VmHWM')} ${base}`);
     await session.release();
   }
 }

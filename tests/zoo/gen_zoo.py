@@ -9,7 +9,13 @@ For model `<m>` at batch `<b>` it writes, into --out:
   <m>_b<b>.onnx                           only with --keep-onnx (the benchmark's ONNX Runtime peer reads it)
 With --check, both exported graphs are also run by the NumPy reference interpreter and compared with PyTorch.
 
-Usage: gen_zoo.py --out DIR [--models mlp,cnn,...|--committed|--generated] [--keep-onnx] [--check]
+With --real it writes the benchmark's real-size models (models.REAL, each at its own batch) instead: the
+expected file, the PyTorch-route export and the .onnx, each step on its own. A step that fails leaves
+<m>_b<b>.rml_error (from_torch refused the model) or <m>_b<b>.onnx_error (torch.onnx.export failed) holding the
+error message, and the other steps still run. Then <m>_b<b>.flops holds the model's FLOPs (2 x multiply-adds
+of every Conv2d and Linear, counted by PyTorch hooks), an engine-independent count for the benchmark.
+
+Usage: gen_zoo.py --out DIR [--models mlp,cnn,...|--committed|--generated|--real] [--keep-onnx] [--check]
 """
 
 from __future__ import annotations
@@ -44,9 +50,8 @@ def _as_rml(t: torch.Tensor) -> np.ndarray:
     return a.astype(np.int32) if a.dtype.kind in "iu" else a.astype(np.float32)
 
 
-def generate(name: str, batch: int, out: str, keep_onnx: bool, check: bool) -> None:
-    model, inputs = models.build(name, batch)
-    stem = os.path.join(out, f"{name}_b{batch}")
+def _write_expected(name: str, batch: int, stem: str, model, inputs):
+    """Runs the model and writes <stem>.expected.safetensors; returns (its tensors, PyTorch's outputs)."""
     with torch.no_grad():
         outputs = model(*inputs)
     outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
@@ -55,6 +60,13 @@ def generate(name: str, batch: int, out: str, keep_onnx: bool, check: bool) -> N
     write_safetensors(f"{stem}.expected.safetensors", tensors,
                       {"model": name, "batch": str(batch), "producer": f"torch {torch.__version__}",
                        "tolerance": "max abs error <= 1e-4 * max(1, max|output|)"})
+    return tensors, outputs
+
+
+def generate(name: str, batch: int, out: str, keep_onnx: bool, check: bool) -> None:
+    model, inputs = models.build(name, batch)
+    stem = os.path.join(out, f"{name}_b{batch}")
+    tensors, outputs = _write_expected(name, batch, stem, model, inputs)
 
     from_torch(model, inputs, stem)
 
@@ -81,6 +93,69 @@ def generate(name: str, batch: int, out: str, keep_onnx: bool, check: bool) -> N
                     raise SystemExit(f"{name}_b{batch}{route}: output {i} differs from PyTorch by {err:.3g}")
 
 
+def _flops(model, inputs) -> float:
+    """2 x multiply-adds of the model's Conv2d and Linear modules (forward hooks) and of its encoder layers,
+    counted from their sizes (in eval mode those run PyTorch's fused path, which calls no Linear module)."""
+    total = [0.0]
+    inside_encoders = set()
+    for m in model.modules():
+        if isinstance(m, torch.nn.TransformerEncoderLayer):
+            b, s, d = inputs[0].shape
+            ff = m.linear1.out_features
+            # q, k, v and output projections and the two feed-forward products, then Q K^T and P V.
+            total[0] += 2.0 * b * s * (4 * d * d + 2 * d * ff) + 2.0 * 2.0 * b * s * s * d
+            inside_encoders.update(id(sub) for sub in m.modules())
+
+    def conv(m, args, out):
+        total[0] += 2.0 * out.numel() * (m.in_channels // m.groups) * m.kernel_size[0] * m.kernel_size[1]
+
+    def linear(m, args, out):
+        total[0] += 2.0 * out.numel() * m.in_features
+
+    hooks = []
+    for m in model.modules():
+        if id(m) in inside_encoders:
+            continue
+        if isinstance(m, torch.nn.Conv2d):
+            hooks.append(m.register_forward_hook(conv))
+        elif isinstance(m, torch.nn.Linear):
+            hooks.append(m.register_forward_hook(linear))
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    finally:
+        for h in hooks:
+            h.remove()
+    return total[0]
+
+
+def _write_error(path: str, exc: BaseException) -> None:
+    with open(path, "w") as f:
+        f.write(f"{type(exc).__name__}: {exc}".strip().splitlines()[0] + "\n")
+
+
+def generate_real(name: str, batch: int, out: str) -> None:
+    """One real-size model; each step may fail on its own (see the module docstring)."""
+    model, inputs = models.build(name, batch)
+    stem = os.path.join(out, f"{name}_b{batch}")
+    for suffix in (".rml_error", ".onnx_error"):
+        if os.path.exists(stem + suffix):
+            os.remove(stem + suffix)
+    _, outputs = _write_expected(name, batch, stem, model, inputs)
+    try:
+        from_torch(model, inputs, stem)
+    except Exception as e:  # noqa: BLE001 -- any refusal becomes the benchmark row's reason
+        _write_error(f"{stem}.rml_error", e)
+    try:
+        torch.onnx.export(model, tuple(inputs), f"{stem}.onnx", opset_version=OPSET,
+                          input_names=[f"input.{i}" for i in range(len(inputs))],
+                          output_names=[f"output.{i}" for i in range(len(outputs))], do_constant_folding=True)
+    except Exception as e:  # noqa: BLE001
+        _write_error(f"{stem}.onnx_error", e)
+    with open(f"{stem}.flops", "w") as f:
+        f.write(f"{_flops(model, inputs):.0f}\n")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
@@ -88,9 +163,19 @@ def main(argv=None) -> int:
     group.add_argument("--models", help="comma-separated names from: " + ", ".join(models.ZOO))
     group.add_argument("--committed", action="store_true", help="the small models committed under tests/data/zoo")
     group.add_argument("--generated", action="store_true", help="the large models generated at test time")
+    group.add_argument("--real", action="store_true", help="the benchmark's real-size models (models.REAL)")
     parser.add_argument("--keep-onnx", action="store_true")
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
+    if args.real:
+        os.makedirs(args.out, exist_ok=True)
+        torch.set_num_threads(min(2, torch.get_num_threads()))
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        for name, (_, _, batch) in models.REAL.items():
+            start = time.perf_counter()
+            generate_real(name, batch, args.out)
+            print(f"{name}_b{batch}: {time.perf_counter() - start:.2f} s", flush=True)
+        return 0
     if args.models:
         names = args.models.split(",")
     else:

@@ -123,6 +123,47 @@ def _mobilenet_v2():
     return torchvision.models.mobilenet_v2(weights=None, num_classes=100)
 
 
+class SmallCNN32(nn.Module):
+    """A CIFAR-sized CNN on 3x32x32: two Conv-BN-ReLU-MaxPool blocks (32 and 64 channels) and a Linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 32, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(32)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(64)
+        self.pool = nn.MaxPool2d(2)
+        self.head = nn.Linear(64 * 8 * 8, 10)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.bn1(self.conv1(x))))
+        x = self.pool(F.relu(self.bn2(self.conv2(x))))
+        return self.head(torch.flatten(x, 1))
+
+
+class EncoderLayer(nn.Module):
+    """One batch-first nn.TransformerEncoderLayer (post-norm), called on its input alone (no masks)."""
+
+    def __init__(self, d_model: int, heads: int, ff: int, activation: str):
+        super().__init__()
+        self.encoder = nn.TransformerEncoderLayer(d_model=d_model, nhead=heads, dim_feedforward=ff, dropout=0.1,
+                                                  activation=activation, batch_first=True)
+
+    def forward(self, x):
+        return self.encoder(x)
+
+
+def _encoder(d_model: int, heads: int, ff: int, activation: str):
+    return lambda: EncoderLayer(d_model, heads, ff, activation)
+
+
+def _torchvision(name: str):
+    def factory():
+        import torchvision
+        return getattr(torchvision.models, name)(weights=None)
+    return factory
+
+
 # name -> (factory, input maker(batch), committed fixture?)
 ZOO = {
     "mlp": (TorchMLP, lambda b: (torch.randn(b, 12),), True),
@@ -134,10 +175,24 @@ ZOO = {
 }
 BATCHES = (1, 2)
 
+# The real-size models of the benchmark (benchmarks/bench_realsize.cpp), never committed and not part of the
+# conformance tests: name -> (factory, input maker(batch), the batch they run at). Torchvision models keep their
+# 1000 classes; the encoders are batch-first post-norm layers on sequences of 128.
+REAL = {
+    "resnet18_224": (_torchvision("resnet18"), lambda b: (torch.randn(b, 3, 224, 224),), 1),
+    "resnet50_224": (_torchvision("resnet50"), lambda b: (torch.randn(b, 3, 224, 224),), 1),
+    "mobilenet_v2_224": (_torchvision("mobilenet_v2"), lambda b: (torch.randn(b, 3, 224, 224),), 1),
+    "efficientnet_b0_224": (_torchvision("efficientnet_b0"), lambda b: (torch.randn(b, 3, 224, 224),), 1),
+    "cnn32": (SmallCNN32, lambda b: (torch.randn(b, 3, 32, 32),), 1),
+    "encoder_d256": (_encoder(256, 4, 1024, "relu"), lambda b: (torch.randn(b, 128, 256),), 1),
+    "encoder_bert": (_encoder(768, 12, 3072, "gelu"), lambda b: (torch.randn(b, 128, 768),), 1),
+    "linear1024": (lambda: nn.Linear(1024, 1024), lambda b: (torch.randn(b, 1024),), 64),
+}
+
 
 def build(name: str, batch: int):
     """(model in eval mode, example inputs) for `name` at `batch`; deterministic."""
-    factory, make_inputs, _ = ZOO[name]
+    factory, make_inputs, _ = ZOO[name] if name in ZOO else REAL[name]
     torch.manual_seed(1234)
     model = factory()
     _randomize_batch_norm(model)
