@@ -553,7 +553,7 @@ Graph trace_graph(const py::function& fn, const std::vector<TensorSpec>& signatu
 
 /// What rml.serialize writes and rml.deserialize reads: each Python class backed by a reflected C++
 /// type (a Graph is written as its GraphDef, weights included).
-constexpr const char* serializable_types = "Graph, Tensor, TensorType and Device";
+constexpr const char* serializable_types = "Graph, Tensor, TensorType, Device, NodeDef, ValueDef and Origin";
 
 template <typename T>
 py::bytes serialize_as(const T& value) {
@@ -569,6 +569,9 @@ decltype(auto) visit_serializable(const py::handle& obj, const char* what, F&& f
   if (py::isinstance<Tensor>(obj)) return f(obj.cast<const Tensor&>());
   if (py::isinstance<TensorType>(obj)) return f(obj.cast<const TensorType&>());
   if (py::isinstance<Device>(obj)) return f(obj.cast<const Device&>());
+  if (py::isinstance<NodeDef>(obj)) return f(obj.cast<const NodeDef&>());
+  if (py::isinstance<ValueDef>(obj)) return f(obj.cast<const ValueDef&>());
+  if (py::isinstance<Origin>(obj)) return f(obj.cast<const Origin&>());
   throw Error(Code::invalid_argument, std::string(what) + ": rml serializes " + serializable_types + ", not " +
                                           std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
 }
@@ -588,6 +591,9 @@ py::object deserialize_bytes(std::span<const std::uint8_t> bytes, const py::hand
   if (type.is(py::type::of<Tensor>())) return read_as<Tensor>(bytes);
   if (type.is(py::type::of<TensorType>())) return read_as<TensorType>(bytes);
   if (type.is(py::type::of<Device>())) return read_as<Device>(bytes);
+  if (type.is(py::type::of<NodeDef>())) return read_as<NodeDef>(bytes);
+  if (type.is(py::type::of<ValueDef>())) return read_as<ValueDef>(bytes);
+  if (type.is(py::type::of<Origin>())) return read_as<Origin>(bytes);
   throw Error(Code::invalid_argument, std::string("deserialize: type must be one of ") + serializable_types + ", not " +
                                           std::string(py::repr(type)));
 }
@@ -857,6 +863,65 @@ void define_graph(py::module_& m) {
       .value("keep", IoNames::keep);
   py::enum_<CrossDevice>(m, "CrossDevice").value("move", CrossDevice::move).value("refuse", CrossDevice::refuse);
 
+  // The definitions a GraphDef is made of, as plain records (copies, not views): what a Node or a
+  // Value is defined by, and what rml.serialize writes for them.
+  py::class_<Origin>(m, "Origin", "Where an operator came from: the module, file and line that traced it.")
+      .def(py::init([](std::string module, std::string file, std::int64_t line) {
+             return Origin{std::move(module), std::move(file), line};
+           }),
+           "module"_a = "", "file"_a = "", "line"_a = 0)
+      .def_readwrite("module", &Origin::module)
+      .def_readwrite("file", &Origin::file)
+      .def_readwrite("line", &Origin::line)
+      .def("__eq__", [](const Origin& a, const Origin& b) { return a == b; })
+      .def("__str__", &Origin::to_string)
+      .def("__repr__", [](const Origin& o) {
+        return "rml.Origin(" + py::repr(py::make_tuple(o.module, o.file, o.line)).cast<std::string>() + ")";
+      });
+
+  py::class_<ValueDef>(m, "ValueDef", "A value's definition: its name and type.")
+      .def(py::init([](std::string name, TensorType type) {
+             return ValueDef{std::move(name), std::move(type)};
+           }),
+           "name"_a, "type"_a)
+      .def_readwrite("name", &ValueDef::name)
+      .def_readwrite("type", &ValueDef::type)
+      .def("__eq__", [](const ValueDef& a, const ValueDef& b) { return a == b; })
+      .def("__repr__", [](const ValueDef& v) {
+        return "rml.ValueDef(" + py::repr(py::str(v.name)).cast<std::string>() + ", " + v.type.to_string() + ")";
+      });
+
+  const auto ids_list = [](const ValueIds& ids) { return std::vector<ValueId>(ids.begin(), ids.end()); };
+  const auto to_ids = [](const std::vector<ValueId>& ids) { return ValueIds(ids.begin(), ids.end()); };
+  py::class_<NodeDef>(m, "NodeDef",
+                      "An operator's definition: op name, input and output value ids, name, attributes, origin "
+                      "and device. Nothing is checked until it is part of a graph.")
+      .def(py::init([to_ids](std::string op, const std::vector<ValueId>& inputs, const std::vector<ValueId>& outputs,
+                             std::string name, Attrs attrs, std::optional<Origin> origin, Device device) {
+             return NodeDef{std::move(op),    to_ids(inputs),    to_ids(outputs), std::move(name),
+                            std::move(attrs), std::move(origin), device};
+           }),
+           "op"_a, "inputs"_a, "outputs"_a, "name"_a = "", "attrs"_a = Attrs{}, "origin"_a = py::none(),
+           "device"_a = Device{})
+      .def_readwrite("op", &NodeDef::op)
+      .def_property(
+          "inputs", [ids_list](const NodeDef& n) { return ids_list(n.inputs); },
+          [to_ids](NodeDef& n, const std::vector<ValueId>& ids) { n.inputs = to_ids(ids); })
+      .def_property(
+          "outputs", [ids_list](const NodeDef& n) { return ids_list(n.outputs); },
+          [to_ids](NodeDef& n, const std::vector<ValueId>& ids) { n.outputs = to_ids(ids); })
+      .def_readwrite("name", &NodeDef::name)
+      .def_readwrite("attrs", &NodeDef::attrs)
+      .def_readwrite("origin", &NodeDef::origin)
+      .def_readwrite("device", &NodeDef::device)
+      .def("__eq__", [](const NodeDef& a, const NodeDef& b) { return structural_equal(a, b); })
+      .def("__repr__", [ids_list](const NodeDef& n) {
+        return "rml.NodeDef(" + py::repr(py::str(n.op)).cast<std::string>() + ", " +
+               py::repr(py::cast(ids_list(n.inputs))).cast<std::string>() + ", " +
+               py::repr(py::cast(ids_list(n.outputs))).cast<std::string>() +
+               ", name=" + py::repr(py::str(n.name)).cast<std::string>() + ")";
+      });
+
   py::class_<Value>(m, "Value", "A view of a value: a graph input, a constant or an operator's output.")
       .def_property_readonly("id", &Value::id)
       .def_property_readonly("name", &Value::name)
@@ -894,6 +959,9 @@ void define_graph(py::module_& m) {
       .def("outputs", [](const Node& n) { return unwrap(n.outputs()); })
       .def(
           "attrs", [](const Node& n) { return unwrap(n.def()).attrs; }, "The operator's attributes, as a dict.")
+      .def(
+          "node_def", [](const Node& n) { return unwrap(n.def()); },
+          "A copy of the operator's definition (rml.NodeDef); InvalidArgumentError for a graph input.")
       .def(
           "device", [](const Node& n) { return unwrap(n.def()).device; },
           "The device the operator runs on; InvalidArgumentError for a graph input.")
@@ -945,6 +1013,16 @@ void define_graph(py::module_& m) {
       .def_property_readonly("consumed", &Graph::consumed)
       .def_property_readonly("device", &Graph::device)
       .def_property_readonly("metadata", [](const Graph& g) { return g.def().metadata; })
+      .def(
+          "value_def",
+          [](const Graph& g, ValueId id) {
+            const std::vector<ValueDef>& values = g.def().values;
+            if (id >= values.size())
+              throw Error(Code::out_of_range, "value_def: the graph has " + std::to_string(values.size()) +
+                                                  " values, not " + std::to_string(id) + "+1");
+            return values[id];
+          },
+          "id"_a, "A copy of value `id`'s definition (rml.ValueDef: its own name, empty if it has none, and type).")
       .def(
           "copy", [](const Graph& g) { return Graph(g); }, "A copy of the structure that shares the weights.")
       .def("__copy__", [](const Graph& g) { return Graph(g); })

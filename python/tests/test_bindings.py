@@ -290,6 +290,49 @@ def test_weights_made_in_python_survive_a_save_and_a_serialization(tmp_path):
     np.testing.assert_allclose(np.asarray(again.run([X])[0]), X @ w + 1.0, rtol=1e-5)
 
 
+def test_node_and_value_definitions_match_the_saved_json_and_serialize(tmp_path):
+    import json
+    graph = traced_pool()
+    rml.save_graph(graph, tmp_path / "pool")
+    saved = json.loads((tmp_path / "pool.json").read_text())  # the reference: the file, read by Python's json
+    ops = [n for n in graph.nodes() if n.kind == rml.NodeKind.op]
+    assert len(ops) == len(saved["nodes"])
+    for node, want in zip(ops, saved["nodes"]):
+        d = node.node_def()
+        assert (d.op, d.inputs, d.outputs) == (want["op"], want["inputs"], want["outputs"])
+        assert d.attrs == want.get("attrs", {})
+        back = rml.deserialize(rml.serialize(d), rml.NodeDef)
+        assert isinstance(back, rml.NodeDef) and back == d
+        assert (back.op, back.inputs, back.outputs, back.attrs) == (d.op, d.inputs, d.outputs, d.attrs)
+    for id, want in enumerate(saved["values"]):
+        v = graph.value_def(id)
+        assert v.name == want.get("name", "") and v.type.shape == tuple(want["shape"])
+        assert rml.dtype_name(v.type.dtype) == want["dtype"]
+        assert rml.deserialize(rml.serialize(v), rml.ValueDef) == v
+    with pytest.raises(rml.OutOfRangeError):
+        graph.value_def(len(saved["values"]))
+
+
+def test_a_node_def_made_in_python_round_trips_and_differs_where_it_should():
+    d = rml.NodeDef("max_pool2d", [0], [1], name="pool", attrs={"kernel": [2, 2], "strides": [2, 2]},
+                    origin=rml.Origin("net.pool", "model.py", 12), device=rml.Device("cpu:1"))
+    back = rml.deserialize(rml.serialize(d), rml.NodeDef)
+    assert back == d
+    assert (back.name, back.attrs, back.device, back.origin) == ("pool", {"kernel": [2, 2], "strides": [2, 2]},
+                                                                  rml.Device("cpu:1"), rml.Origin("net.pool", "model.py", 12))
+    other = rml.deserialize(rml.serialize(d), rml.NodeDef)
+    other.attrs = {"kernel": [3, 3], "strides": [2, 2]}
+    assert other != d
+    other = rml.deserialize(rml.serialize(d), rml.NodeDef)
+    other.inputs = [2]
+    assert other != d
+    assert rml.deserialize(rml.serialize(rml.Origin("m", "f.py", 3)), rml.Origin) == rml.Origin("m", "f.py", 3)
+    with pytest.raises(rml.InvalidArgumentError, match="ValueDef"):
+        rml.deserialize(rml.serialize(d), rml.ValueDef)
+    with pytest.raises(rml.InvalidArgumentError, match="NodeDef"):
+        rml.serialize(object())
+
+
 def test_a_traced_graph_with_inline_constants_loads_back_structurally_equal(tmp_path):
     graph = rml.trace(lambda i: [rml.add(i[0], 1.0)], [rml.TensorSpec("x", rml.float32, [2, 3])], "plus", ["y"]).graph
     rml.save_graph(graph, tmp_path / "plus")

@@ -67,7 +67,7 @@ def test_serialize_every_serializable_class():
 
 
 def test_serialize_refusals():
-    with pytest.raises(rml.InvalidArgumentError, match="Graph, Tensor, TensorType and Device, not dict"):
+    with pytest.raises(rml.InvalidArgumentError, match="Graph, Tensor, TensorType, Device, NodeDef, ValueDef and Origin, not dict"):
         rml.serialize({})
     with pytest.raises(rml.InvalidArgumentError, match="type must be one of"):
         rml.deserialize(rml.serialize(rml.Device.cpu()), int)
