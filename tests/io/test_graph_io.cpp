@@ -177,9 +177,14 @@ TEST_CASE("save_graph refuses graphs it cannot write, and leaves no file") {
   g.values = {{"a", {DType::f32, {1}}}};
   g.outputs = {5};
   CHECK(save_graph(Graph(g), dir / "bad").code() == Code::invalid_argument);
-  g.outputs = {0};
+  // A graph the gate accepts (it does not judge ops) whose attribute JSON cannot hold.
+  g.values.push_back({"b", {DType::f32, {1}}});
+  g.inputs = {0};
+  g.outputs = {1};
   NodeDef n;
   n.op = "x";
+  n.inputs = {0};
+  n.outputs = {1};
   n.attrs = {{"f", INFINITY}};
   g.nodes.push_back(n);
   Status s = save_graph(Graph(g), dir / "bad");
@@ -322,8 +327,8 @@ TEST_CASE("malformed models: each refused with its code, naming the place") {
        Code::invalid_argument, "nodes[0].device: 'tpu' is not a device"},
       {"no outputs", node(R"({"op": "add", "inputs": [0, 1], "outputs": []})"), w, Code::invalid_argument,
        "nodes[0].outputs: a node must produce at least one value"},
-      {"control character in a name", replace(base, R"("name": "x")", "\"name\": \"x\\u001b[2J\""), w, Code::invalid_argument,
-       "values[0].name: holds a control character"},
+      {"control character in a name", replace(base, R"("name": "x")", "\"name\": \"x\\u001b[2J\""), w,
+       Code::invalid_argument, "values[0].name: holds a control character"},
       {"strides that overflow", replace(base, R"("shape": [3]})", R"("shape": [0, 4294967296, 4294967296]})"), w,
        Code::invalid_argument, "values[1].shape: [0, 4294967296, 4294967296] overflows"},
       {"metadata not strings", replace(base, R"("version": 1,)", R"("version": 1, "metadata": {"k": 1},)"), w,
