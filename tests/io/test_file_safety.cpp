@@ -159,7 +159,8 @@ TEST_CASE("save_graph runs the gate: an invalid graph is refused and the previou
   cases.push_back({"a name with a control character", model(3, 1), "values[1].name: holds a control character"});
   cases.back().def.values[1].name = "w\n";
   for (const Case& c : cases) {
-    CAPTURE(c.name);
+    const std::string name = c.name;
+    CAPTURE(name);
     const Status s = save_graph(Graph(c.def), dir / "m");
     CHECK(s.code() == Code::invalid_argument);
     CHECK_MESSAGE(s.message().rfind(std::string("save_graph: ") + c.message, 0) == 0, s.message());

@@ -92,7 +92,8 @@ TEST_CASE("every list, name and map a document claims is charged; past the budge
        "metadata."},
   };
   for (const Case& c : cases) {
-    CAPTURE(c.name);
+    const std::string name = c.name;
+    CAPTURE(name);
     // Each of these builds more than 4 bytes per byte: 4 x its size is too little.
     const Parsed small = parse_with(c.json, 4, 0);
     CHECK(small.status.code() == Code::invalid_argument);

@@ -786,8 +786,10 @@ class GraphJsonParser {
 /// Parses an rml-graph document and binds its constants to `weights` (may be null when the
 /// graph stores no tensor). Checks, in order: format and version (a newer version is
 /// UNSUPPORTED), the types of every field, every id in range, each value defined exactly once and
-/// before it is read, and each constant against its stored or inline data. Any other failure is
-/// INVALID_ARGUMENT naming the JSON path (`values[3].shape[1]`); nothing throws.
+/// before it is read, and each constant against its stored or inline data. What the document
+/// makes the reader build is bounded by graph_json_memory_per_byte × its size +
+/// graph_json_memory_base; a document past that is refused. Any other failure is INVALID_ARGUMENT
+/// naming the JSON path (`values[3].shape[1]`); nothing throws.
 inline Result<Graph> parse_graph(std::string_view json, const SafetensorsReader* weights) {
   simdjson::padded_string padded(json);
   return detail::GraphJsonParser(weights).parse(padded);
