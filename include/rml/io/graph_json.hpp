@@ -213,7 +213,8 @@ class GraphJsonParser {
     release(block_bytes<Vec>(old));
     return {};
   }
-  // A string of `n` characters: a heap block unless it fits inline (15 characters in libstdc++ and libc++'s 22).
+  // A string of `n` characters: a heap block unless it fits inline (15 characters in libstdc++;
+  // libc++ holds 22 inline, where this counts a few strings that take no block).
   Status charge_string(std::size_t n, const JsonPath& where) {
     return n > 15 ? charge(n + 1 + heap_block, where) : Status();
   }
