@@ -105,14 +105,20 @@ def test_files_that_are_not_regular_fail_at_once(tmp_path):
 
 def test_a_pair_from_two_saves_is_data_loss(tmp_path):
     g = rml.load_graph(MLP)
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
+    other = relu_graph()
+    for d in ("a", "b", "c"):
+        (tmp_path / d).mkdir()
     rml.save_graph(g, tmp_path / "a" / "m")
-    rml.save_graph(g, tmp_path / "b" / "m")
+    rml.save_graph(other, tmp_path / "b" / "m")
     shutil.copy(tmp_path / "b" / "m.safetensors", tmp_path / "a" / "m.safetensors")
     with pytest.raises(rml.DataLossError, match="different saves"):
         rml.load_graph(tmp_path / "a" / "m")
-    assert rml.structural_equal(rml.load_graph(tmp_path / "b" / "m"), g)
+    assert rml.structural_equal(rml.load_graph(tmp_path / "b" / "m"), other)
+    # Two saves of one graph write the same files (the pair id is a hash of the contents).
+    rml.save_graph(g, tmp_path / "a" / "m")
+    rml.save_graph(g, tmp_path / "c" / "m")
+    for name in ("m.json", "m.safetensors"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "c" / name).read_bytes()
 
 
 def test_weights_cut_short_under_a_mapping_raise(tmp_path):

@@ -56,6 +56,20 @@ TEST_CASE("conv2d: dilation times kernel that overflows is refused") {
         "f32 [1, 1, 8, 8]");
 }
 
+TEST_CASE("pads are held to [0, 2^40] before they are added, so padded extents cannot overflow") {
+  // The padded sizes (input + pads) are added in checked arithmetic, but what keeps the pads' own
+  // sum from overflowing is this range check: INT64_MAX is refused, not summed.
+  const std::string range = "attribute 'pads' must hold values in [0, 2^40], got ";
+  CHECK(compile("pad", {f32({2})}, {{"pads", Ints{kMax, kMax}}}) ==
+        "INVALID_ARGUMENT: pad: " + range + "[9223372036854775807, 9223372036854775807]");
+  CHECK(compile("conv2d", {f32({1, 1, 8, 8}), f32({1, 1, 3, 3})}, {{"pads", Ints{kMax, 0, kMax, 0}}}) ==
+        "INVALID_ARGUMENT: conv2d: " + range + "[9223372036854775807, 0, 9223372036854775807, 0]");
+  CHECK(compile("max_pool2d", {f32({1, 1, 8, 8})}, {{"kernel", Ints{2, 2}}, {"pads", Ints{kMax, 0, 0, 0}}}) ==
+        "INVALID_ARGUMENT: max_pool2d: " + range + "[9223372036854775807, 0, 0, 0]");
+  // The largest pads on an input that leaves room for them: 2^61 - 1 - 2^41 + 2 * 2^40 elements.
+  CHECK(compile("pad", {f32({p2(61) - 1 - p2(41)})}, {{"pads", Ints{p2(40), p2(40)}}}) == "f32 [2305843009213693951]");
+}
+
 TEST_CASE("concat: an axis out of range, and sizes whose sum overflows") {
   CHECK(compile("concat", {f32({2}), f32({2})}, {{"axis", kMax}}) ==
         "INVALID_ARGUMENT: concat: axis 9223372036854775807 is out of range for rank 1");

@@ -136,6 +136,178 @@ TEST_CASE("a JSON with the weights of another save is DATA_LOSS naming both file
   CHECK_MESSAGE(contains(bad.message(), "weights.pair: must be 32 lowercase hex digits"), bad.message());
 }
 
+TEST_CASE("save_graph runs the gate: an invalid graph is refused and the previous files stay as they were") {
+  TempDir dir;
+  REQUIRE(save_graph(Graph(model(3, 1)), dir / "m").ok());
+  const std::string json = read_text(dir / "m.json");
+  const std::string weights = read_text(dir / "m.safetensors");
+  const auto names = names_in(dir.path());
+  struct Case {
+    const char* name;
+    GraphDef def;
+    const char* message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"a value read before it is defined", model(3, 1), "nodes[0].inputs[0]: value 0 (x) is read before"});
+  cases.back().def.inputs.clear();
+  cases.push_back({"a negative dimension", model(3, 1), "values[2].shape[0]: dimension -3 is negative"});
+  cases.back().def.values[2].type.shape = Shape({-3});
+  cases.push_back({"a node without outputs", model(3, 1), "nodes[0].outputs: a node must produce at least one value"});
+  cases.back().def.nodes[0].outputs.clear();
+  cases.push_back({"a value defined twice", model(3, 1), "nodes[0].outputs[0]: value 0 (x) is already defined"});
+  cases.back().def.nodes[0].outputs = {0};
+  cases.push_back({"a name with a control character", model(3, 1), "values[1].name: holds a control character"});
+  cases.back().def.values[1].name = "w\n";
+  for (const Case& c : cases) {
+    const std::string name = c.name;
+    CAPTURE(name);
+    const Status s = save_graph(Graph(c.def), dir / "m");
+    CHECK(s.code() == Code::invalid_argument);
+    CHECK_MESSAGE(s.message().rfind(std::string("save_graph: ") + c.message, 0) == 0, s.message());
+    CHECK(read_text(dir / "m.json") == json);
+    CHECK(read_text(dir / "m.safetensors") == weights);
+    CHECK(names_in(dir.path()) == names);
+  }
+}
+
+TEST_CASE("saving one graph twice writes identical files; different graphs get different pair ids") {
+  TempDir dir;
+  fs::create_directories(dir / "other");
+  GraphDef g = model(5, 2);
+  g.nodes[0].attrs = {{"alpha", 0.5}, {"axes", std::vector<std::int64_t>{0, 1}}};
+  g.metadata = {{"source", "test"}};
+  REQUIRE(save_graph(Graph(g), dir / "m").ok());
+  const std::string json = read_text(dir / "m.json");
+  const std::string weights = read_text(dir / "m.safetensors");
+  REQUIRE(save_graph(Graph(g), dir / "m").ok());
+  CHECK(read_text(dir / "m.json") == json);
+  CHECK(read_text(dir / "m.safetensors") == weights);
+  // Another stem, another directory, a graph loaded back from the files: the same bytes.
+  REQUIRE(save_graph(Graph(g), dir / "other" / "n").ok());
+  CHECK(read_text(dir / "other" / "n.json") == json);
+  CHECK(read_text(dir / "other" / "n.safetensors") == weights);
+  const Graph loaded = load_graph(dir / "m").value();
+  REQUIRE(save_graph(loaded, dir / "other" / "again").ok());
+  CHECK(read_text(dir / "other" / "again.json") == json);
+  CHECK(read_text(dir / "other" / "again.safetensors") == weights);
+
+  // The id changes with any weight byte, and with the JSON alone.
+  const auto pair_of = [&](const GraphDef& def) {
+    REQUIRE(save_graph(Graph(def), dir / "p").ok());
+    return SafetensorsReader::open(dir / "p.safetensors").value().metadata().at("rml.pair");
+  };
+  const std::string base = pair_of(g);
+  CHECK(base == SafetensorsReader::open(dir / "m.safetensors").value().metadata().at("rml.pair"));
+  CHECK(contains(json, "\"pair\": \"" + base + "\""));
+  GraphDef one_bit = g;
+  std::vector<float> w = g.constants[0].data.to_vector<float>();
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &w[4], 4);
+  bits ^= 1U;
+  std::memcpy(&w[4], &bits, 4);
+  one_bit.constants[0].data = Tensor::from_vector(w, {5});
+  GraphDef renamed = g;
+  renamed.nodes[0].name = "add";
+  GraphDef attr = g;
+  attr.nodes[0].attrs["alpha"] = 0.25;
+  std::vector<std::string> pairs = {base, pair_of(one_bit), pair_of(renamed), pair_of(attr), pair_of(model(5, 3))};
+  for (const auto& p : pairs) CHECK(detail::is_pair_id(p));
+  std::sort(pairs.begin(), pairs.end());
+  CHECK(std::unique(pairs.begin(), pairs.end()) == pairs.end());
+}
+
+TEST_CASE("the content hash: independent of how the stream is cut, every bit reaches both lanes") {
+  std::string message(100, '\0');
+  for (std::size_t i = 0; i < message.size(); ++i) message[i] = static_cast<char>(i * 37 + 11);
+  const auto hash = [](std::string_view text, std::size_t piece) {
+    detail::ContentHash h;
+    for (std::size_t at = 0; at < text.size(); at += piece)
+      h.update(text.data() + at, std::min(piece, text.size() - at));
+    return h.hex();
+  };
+  const std::string whole = hash(message, message.size());
+  CHECK(whole.size() == 32);
+  for (std::size_t piece : {1U, 3U, 7U, 8U, 9U, 64U}) CHECK(hash(message, piece) == whole);
+  // Trailing zeros are not padding: the length is hashed.
+  CHECK(hash(std::string(""), 1) != hash(std::string(1, '\0'), 1));
+  CHECK(hash(std::string(7, '\0'), 7) != hash(std::string(8, '\0'), 8));
+  // Each of the 800 one-bit changes changes both 64-bit halves.
+  for (std::size_t bit = 0; bit < 8 * message.size(); ++bit) {
+    std::string flipped = message;
+    flipped[bit / 8] = static_cast<char>(flipped[bit / 8] ^ (1 << (bit % 8)));
+    const std::string h = hash(flipped, flipped.size());
+    CHECK(h.substr(0, 16) != whole.substr(0, 16));
+    CHECK(h.substr(16) != whole.substr(16));
+  }
+}
+
+TEST_CASE("a save removes the staged weights its stem's committed JSON does not name, and nothing else") {
+  TempDir dir;
+  fs::create_directories(dir / "b");
+  const GraphDef a = model(3, 1);
+  const GraphDef b = model(4, 9);
+  REQUIRE(save_graph(Graph(a), dir / "m").ok());
+  // A save of b killed between its commit and its last rename: b's JSON, and its weights under the
+  // staged name only (the old weights file still in place).
+  REQUIRE(save_graph(Graph(b), dir / "b" / "m").ok());
+  const std::string b_pair = SafetensorsReader::open(dir / "b" / "m.safetensors").value().metadata().at("rml.pair");
+  fs::copy_file(dir / "b" / "m.safetensors", dir / ("m.safetensors." + b_pair));
+  fs::copy_file(dir / "b" / "m.json", dir / "m.json", fs::copy_options::overwrite_existing);
+  std::string why;
+  REQUIRE_MESSAGE(which_model(dir / "m", {a, b}, why) == 1, why);  // it loads through the staged file
+
+  // Orphans: saves killed after naming their weights, before their commit.
+  const std::string orphan1 = "m.safetensors." + std::string(32, 'a');
+  const std::string orphan2 = "m.safetensors.0123456789abcdef0123456789abcdef";
+  write_text(dir / orphan1, "orphan");
+  write_text(dir / orphan2, "orphan");
+  // Not staged weights of this stem: left alone.
+  write_text(dir / "victim", "keep me");
+  const std::vector<std::string> others = {
+      "m.safetensors." + std::string(31, 'a'),           // too short
+      "m.safetensors." + std::string(33, 'a'),           // too long
+      "m.safetensors." + std::string(32, 'A'),           // not lowercase hex
+      "m.safetensors." + std::string(32, 'a') + ".tmp",  // a temporary (a save may be writing it)
+      "n.safetensors." + std::string(32, 'a'),           // another stem
+      "xm.safetensors." + std::string(32, 'a'),          // another stem ending like this one
+      "m.json." + std::string(32, 'a'),                  // not weights
+  };
+  for (const auto& name : others) write_text(dir / name, "other");
+  const std::string link = "m.safetensors." + std::string(32, 'b');
+  fs::create_symlink(dir / "victim", dir / link);
+  const std::string directory = "m.safetensors." + std::string(32, 'c');
+  fs::create_directory(dir / directory);
+
+  REQUIRE(save_graph(Graph(a), dir / "m").ok());
+  CHECK(which_model(dir / "m", {a, b}, why) == 0);
+  CHECK(!fs::exists(dir / ("m.safetensors." + b_pair)));
+  CHECK(!fs::exists(dir / orphan1));
+  CHECK(!fs::exists(dir / orphan2));
+  for (const auto& name : others) CHECK_MESSAGE(read_text(dir / name) == "other", name);
+  CHECK(fs::is_symlink(dir / link));
+  CHECK(read_text(dir / "victim") == "keep me");
+  CHECK(fs::is_directory(dir / directory));
+  // A stem inside a directory named like staged weights is still only a stem.
+  REQUIRE(save_graph(Graph(a), dir / directory / "m").ok());
+  CHECK(fs::is_directory(dir / directory));
+}
+
+TEST_CASE("a symlink planted at the predictable staged name is replaced, never followed") {
+  TempDir dir;
+  fs::create_directories(dir / "probe");
+  const GraphDef g = model(3, 1);
+  REQUIRE(save_graph(Graph(g), dir / "probe" / "m").ok());  // the same contents: the same pair id
+  const std::string pair = SafetensorsReader::open(dir / "probe" / "m.safetensors").value().metadata().at("rml.pair");
+  write_text(dir / "victim", "do not overwrite");
+  fs::create_symlink(dir / "victim", dir / ("m.safetensors." + pair));
+  REQUIRE(save_graph(Graph(g), dir / "m").ok());
+  CHECK(read_text(dir / "victim") == "do not overwrite");
+  CHECK(fs::is_regular_file(fs::symlink_status(dir / "m.safetensors")));
+  CHECK(!fs::exists(fs::symlink_status(dir / ("m.safetensors." + pair))));
+  std::string why;
+  CHECK_MESSAGE(which_model(dir / "m", {g}, why) == 0, why);
+}
+
 TEST_CASE("paths that name no file are refused, and nothing is written") {
   TempDir dir;
   const Graph g(model(3, 1));

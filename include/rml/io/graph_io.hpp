@@ -15,6 +15,7 @@
 #include <simdjson.h>
 
 #include "rml/core/status.hpp"
+#include "rml/io/detail/content_hash.hpp"
 #include "rml/io/detail/file.hpp"
 #include "rml/io/detail/json_out.hpp"
 #include "rml/io/graph_json.hpp"
@@ -138,9 +139,10 @@ inline Result<ConstantLayout> layout_constants(const GraphDef& def) {
   return layout;
 }
 
-/// What binds a `<stem>.json` to the one `<stem>.safetensors` written with it: a random 128-bit
-/// pair id, which the weights file's `__metadata__` also holds under `rml.pair`, and the weights
-/// file's size in bytes. Written as `"weights": {"pair": "<32 hex digits>", "bytes": N}`.
+/// What binds a `<stem>.json` to the one `<stem>.safetensors` written with it: a 128-bit pair id
+/// derived from the contents (content_pair_id), which the weights file's `__metadata__` also holds
+/// under `rml.pair`, and the weights file's size in bytes. Written as `"weights": {"pair": "<32 hex digits>", "bytes":
+/// N}`.
 struct WeightsBinding {
   std::string pair;
   std::uint64_t bytes = 0;
@@ -311,7 +313,8 @@ inline bool is_pair_id(std::string_view s) {
   return true;
 }
 
-/// Where save_graph writes the weights before they take their name: `<stem>.safetensors.<pair>`.
+/// Where save_graph's weights wait, between its commit of the JSON and their final rename, and
+/// where a loader finds them then: `<stem>.safetensors.<pair>`.
 inline std::filesystem::path staged_weights_path(const std::filesystem::path& stem, std::string_view pair) {
   return std::filesystem::path(stem.string() + ".safetensors." + std::string(pair));
 }
@@ -414,6 +417,7 @@ inline Result<Graph> load_graph(const std::filesystem::path& stem_or_file, const
     auto text = detail::read_file(json_path, detail::max_graph_json_bytes);
     if (!text.ok()) return text.error();  // the message starts with the path
     simdjson::padded_string padded(*text);
+    std::string().swap(*text);  // the padded copy is what the parser reads: one copy in memory, not two
     auto binding = detail::read_weights_binding(padded);
     if (!binding.ok()) return binding.error().with_prefix(prefix);
     std::optional<SafetensorsReader> weights;
@@ -438,36 +442,96 @@ inline Result<Graph> load_graph(const std::filesystem::path& stem_or_file, const
   }
 }
 
+namespace detail {
+
+/// The pair id of a save: the content hash (detail::ContentHash) of the JSON written without its
+/// binding and of every stored tensor's name and bytes, so that saving one graph twice writes the
+/// same two files, and saves of different graphs get different ids. DATA_LOSS when mapped weights
+/// it reads have shrunk.
+inline Result<std::string> content_pair_id(const std::string& unbound_json, const ConstantLayout& layout) {
+  ContentHash hash;
+  static constexpr std::string_view domain = "rml-graph pair 1";
+  hash.update(domain.data(), domain.size());
+  hash.update_u64(unbound_json.size());
+  hash.update(unbound_json.data(), unbound_json.size());
+  for (const auto& [name, tensor] : layout.tensors) {
+    RML_RETURN_IF_ERROR(tensor.storage()->verify());  // a mapping cut short would raise SIGBUS here
+    hash.update_u64(name.size());
+    hash.update(name.data(), name.size());
+    hash.update_u64(tensor.nbytes());
+    hash.update(tensor.raw_data(), tensor.nbytes());
+  }
+  return hash.hex();
+}
+
+/// True for `<stem>.safetensors.<32 lowercase hex digits>`: a staged weights file of `stem`.
+inline bool is_staged_weights_name(const std::string& name, const std::string& stem_name) {
+  const std::string prefix = stem_name + ".safetensors.";
+  return name.size() == prefix.size() + 32 && name.compare(0, prefix.size(), prefix) == 0 &&
+         is_pair_id(std::string_view(name).substr(prefix.size()));
+}
+
+/// Removes the staged weights files of `stem` except `keep` (a pair id, or empty): regular files
+/// whose name is exactly `<stem>.safetensors.<pair>`; symlinks and anything else are left alone.
+/// Called under the directory lock, once the committed JSON no longer names them. Best effort.
+inline void remove_staged_weights(const std::filesystem::path& stem, std::string_view keep) {
+  const std::string stem_name = stem.filename().string();
+  std::error_code ec;
+  std::filesystem::directory_iterator it(parent_directory(stem), ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_staged_weights_name(name, stem_name)) continue;
+    if (!keep.empty() && std::string_view(name).substr(name.size() - 32) == keep) continue;
+    std::error_code kind;
+    if (!it->is_regular_file(kind) || it->is_symlink(kind)) continue;  // never a link, nor what it points to
+    std::error_code removed;
+    std::filesystem::remove(it->path(), removed);
+  }
+}
+
+}  // namespace detail
+
 /// Writes `<stem>.json` and `<stem>.safetensors` (always both; the weights file may hold no
-/// tensor) as one pair: the JSON records the weights file's size and a random pair id that the
-/// weights file's `__metadata__` also holds, and load_graph refuses a JSON with the weights of
-/// another save. The save replaces the pair in one step, which a crash at any point leaves
-/// either old or new (docs/format.md, "Saving"):
-///   1. the weights, complete and fsynced, under `<stem>.safetensors.<pair>`;
+/// tensor) as one pair, once `graph` passes the gate (validate_graph): the JSON records the weights
+/// file's size and a pair id that the weights file's `__metadata__` also holds, and load_graph
+/// refuses a JSON with the weights of another save. The pair id is a hash of the contents (the
+/// JSON and every weight byte), so saving the same graph twice writes identical files. The save
+/// replaces the pair in one step, which a crash at any point leaves either old or new
+/// (docs/format.md, "Saving"):
+///   1. the weights, complete and fsynced, under a temporary `<stem>.safetensors.<random>.tmp`;
 ///   2. the JSON, complete and fsynced, under a temporary `<stem>.json.<random>.tmp`;
-///   3. the JSON renamed over `<stem>.json`: the commit (loaders now read the new pair, through
-///      the staged weights until step 4);
-///   4. the staged weights renamed over `<stem>.safetensors`; the directory fsynced.
+///   3. the weights renamed to `<stem>.safetensors.<pair>`, then the JSON renamed over
+///      `<stem>.json`: the commit (loaders now read the new pair, through the staged weights until
+///      step 4);
+///   4. the staged weights renamed over `<stem>.safetensors`; staged weights of this stem that the
+///      committed JSON does not name (left by saves killed before their step 4) are removed; the
+///      directory fsynced.
 /// Steps 3 and 4 hold an advisory lock on the directory, so concurrent saves commit one after the
-/// other. Every file is created exclusively, never through a symlink. A failed save leaves the
+/// other. Every file is written exclusively, never through a symlink. A failed save leaves the
 /// previous pair as it was and removes what it wrote.
 ///
 /// Constants marked inline are written into the JSON when finite; every other constant is
 /// stored, and storage shared by several constants is stored once. INVALID_ARGUMENT for a path
-/// that names no file (`""`, `"dir/"`) and for a graph that cannot be written (an id out of range,
-/// a constant without data or of the wrong type, a non-finite float attribute); DATA_LOSS when
-/// writing fails or mapped weights it copies from have shrunk.
+/// that names no file (`""`, `"dir/"`), for a graph the gate refuses (its message, naming the
+/// place) and for one that cannot be written (a non-finite float attribute); DATA_LOSS when
+/// writing fails or mapped weights it copies from have shrunk. Nothing is written before these
+/// checks.
 inline Status save_graph(const Graph& graph, const std::filesystem::path& stem_or_file) {
   RML_RETURN_IF_ERROR(detail::check_output_path(stem_or_file, "save_graph"));
   const std::filesystem::path stem = detail::stem_of(stem_or_file);
   RML_RETURN_IF_ERROR(detail::check_output_path(stem, "save_graph"));
   const std::filesystem::path json_path = detail::with_suffix(stem, ".json");
   const std::filesystem::path weights_path = detail::with_suffix(stem, ".safetensors");
+  if (Status valid = graph.validate(); !valid.ok()) return valid.with_prefix("save_graph: ");
   const GraphDef& def = graph.def();
 
   auto layout = detail::layout_constants(def);
   if (!layout.ok()) return layout.error().with_prefix("save_graph: ");
-  detail::WeightsBinding binding{detail::random_hex(16), 0};
+  auto unbound = graph_to_json(def, *layout);
+  if (!unbound.ok()) return unbound.error().with_prefix("save_graph: ");
+  auto pair = detail::content_pair_id(*unbound, *layout);
+  if (!pair.ok()) return pair.error().with_prefix("save_graph: ");
+  detail::WeightsBinding binding{std::move(*pair), 0};
   auto header = detail::safetensors_header(layout->tensors, {{std::string(detail::weights_pair_key), binding.pair}});
   if (!header.ok()) return header.error().with_prefix("save_graph: ");
   binding.bytes = header->size();
@@ -475,8 +539,9 @@ inline Status save_graph(const Graph& graph, const std::filesystem::path& stem_o
   auto json = graph_to_json(def, *layout, &binding);
   if (!json.ok()) return json.error().with_prefix("save_graph: ");
 
+  const std::filesystem::path staged_path = detail::staged_weights_path(stem, binding.pair);
   auto weights = detail::write_staged_file(
-      detail::staged_weights_path(stem, binding.pair), weights_path,
+      detail::temporary_name(weights_path), staged_path,
       [&](detail::FileSink& sink) { return detail::write_safetensors_to(sink, *header, layout->tensors); });
   if (!weights.ok()) return weights.error().with_prefix("save_graph: ");
   auto doc = detail::write_staged_file(detail::temporary_name(json_path), json_path, [&](detail::FileSink& sink) {
@@ -488,26 +553,31 @@ inline Status save_graph(const Graph& graph, const std::filesystem::path& stem_o
 #if RML_HAVE_POSIX_FILES
   const detail::DirectoryLock lock(detail::parent_directory(json_path));
 #endif
-  // The pair id the current JSON records, if any: staged weights of that id are left only by a
-  // save killed between steps 3 and 4 (under the lock no save is there), and are removed once
-  // this save commits.
+  // The pair id the current JSON records, if any: its staged weights may be what it loads through
+  // (a save killed between steps 3 and 4), so a failed commit must not remove them.
   std::optional<std::string> old_pair;
   if (auto old = detail::read_file(json_path, detail::max_graph_json_bytes); old.ok()) {
     const simdjson::padded_string padded(*old);
     if (auto b = detail::read_weights_binding(padded); b.ok() && *b) old_pair = (*b)->pair;
   }
-  if (Status committed = doc->commit(); !committed.ok())  // both staged files are removed: the old pair stands
+  // The weights take their staged name; rename() replaces a file left there by an identical save
+  // (same contents, same id) and never follows a symlink planted at that predictable name.
+  if (Status staged = weights->commit(); !staged.ok()) return staged.with_prefix("save_graph: ");
+  if (Status committed = doc->commit(); !committed.ok()) {  // the old pair stands
+    if (old_pair != binding.pair) {
+      std::error_code ec;
+      std::filesystem::remove(staged_path, ec);
+    }
     return committed.with_prefix("save_graph: ");
-  weights->keep();  // the committed JSON names it: it stays whatever happens next
-  Status moved = weights->commit();
-  if (moved.ok() && old_pair && *old_pair != binding.pair) {
-    std::error_code ec;
-    std::filesystem::remove(detail::staged_weights_path(stem, *old_pair), ec);
   }
+  std::error_code moved;
+  std::filesystem::rename(staged_path, weights_path, moved);
+  // The committed JSON names only this save's pair: every other staged weights file is an orphan.
+  detail::remove_staged_weights(stem, moved ? std::string_view(binding.pair) : std::string_view());
   detail::sync_parent_directory(json_path);
-  if (!moved.ok())
-    return Status(moved.code(), "save_graph: " + moved.message() + "; the new model loads through " +
-                                    detail::staged_weights_path(stem, binding.pair).string());
+  if (moved)
+    return invalid_argument("save_graph: " + weights_path.string() + ": cannot replace: " + moved.message() +
+                            "; the new model loads through " + staged_path.string());
   return {};
 }
 

@@ -13,12 +13,19 @@
 // `name`, `producer`, `metadata`, and a node's `name`, `attrs`, `origin` and `device` are
 // optional. Unknown keys are ignored, so a reader of version 1 reads later additions that do not
 // change the meaning of what it knows.
+//
+// Memory: everything the reader builds from what the document claims (lists, dimensions, ids,
+// numbers, names, attributes) is charged against a budget of graph_json_memory_per_byte × the
+// document's size + graph_json_memory_base before it is allocated; past it the document is refused
+// (INVALID_ARGUMENT, naming the path). docs/safety.md states the bound and its measurement.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +35,7 @@
 
 #include <simdjson.h>
 
+#include "rml/core/small_vector.hpp"
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
 #include "rml/io/detail/json_out.hpp"
@@ -38,6 +46,12 @@ namespace rml {
 
 /// The format version this build reads and writes.
 inline constexpr std::int64_t graph_format_version = 1;
+
+/// The rml-graph JSON reader builds at most this many bytes per byte of the document, plus
+/// graph_json_memory_base (the MessagePack reader's rule; docs/safety.md).
+inline constexpr std::size_t graph_json_memory_per_byte = 32;
+/// The part of the JSON reader's memory budget that does not depend on the document's size.
+inline constexpr std::size_t graph_json_memory_base = std::size_t{16} << 20;
 
 namespace detail {
 
@@ -66,9 +80,39 @@ struct JsonPath {
 // and version have been checked, so a newer file is reported as UNSUPPORTED first.
 class GraphJsonParser {
  public:
-  explicit GraphJsonParser(const SafetensorsReader* weights) : weights_(weights) {}
+  /// A heap block's bookkeeping, as the memory budget counts it for each allocation.
+  static constexpr std::size_t heap_block = 32;
 
-  Result<Graph> parse(simdjson::padded_string_view json) {
+  explicit GraphJsonParser(const SafetensorsReader* weights, std::size_t memory_per_byte = graph_json_memory_per_byte,
+                           std::size_t memory_base = graph_json_memory_base)
+      : weights_(weights), per_byte_(memory_per_byte), base_(memory_base) {}
+
+  /// Never throws: an allocation that fails anyway (the budget is larger than what is free)
+  /// becomes INVALID_ARGUMENT.
+  Result<Graph> parse(simdjson::padded_string_view json) noexcept {
+    const std::size_t limit = std::numeric_limits<std::size_t>::max();
+    size_ = json.size();
+    charged_ = 0;
+    peak_ = 0;
+    budget_ = per_byte_ != 0 && json.size() > (limit - base_) / per_byte_ ? limit : per_byte_ * json.size() + base_;
+    try {
+      return parse_document(json);
+    } catch (const std::bad_alloc&) {
+      return invalid_argument("the document does not fit in memory");
+    } catch (const std::length_error&) {
+      return invalid_argument("the document does not fit in memory");
+    }
+  }
+
+  /// The bytes charged against the memory budget so far (blocks in use, as the reader counts them).
+  [[nodiscard]] std::size_t memory_charged() const noexcept { return charged_; }
+  /// The most charged at any one time.
+  [[nodiscard]] std::size_t memory_peak() const noexcept { return peak_; }
+  /// The budget of the last parse: memory_per_byte × the document's size + memory_base.
+  [[nodiscard]] std::size_t memory_budget() const noexcept { return budget_; }
+
+ private:
+  Result<Graph> parse_document(simdjson::padded_string_view json) {
     Status read = read_document(json);
     if (!read.ok()) {
       // A document of another format or a newer version is reported as such even when it
@@ -84,7 +128,6 @@ class GraphJsonParser {
     return Graph::from_def(std::move(def_));
   }
 
- private:
   struct RawConstant {
     std::int64_t value = -1;
     std::optional<std::string> tensor;
@@ -129,11 +172,64 @@ class GraphJsonParser {
     return syntax_error(e);
   }
 
+  // ---- the memory budget ----
+  // Charges `bytes` the document makes the reader allocate, before it is allocated.
+  Status charge(std::size_t bytes, const JsonPath& where) {
+    if (bytes <= budget_ - charged_) [[likely]] {
+      charged_ += bytes;
+      peak_ = std::max(peak_, charged_);
+      return {};
+    }
+    return bad(where, "the document would take more than " + std::to_string(budget_) + " bytes in memory (" +
+                          std::to_string(charged_) + " so far, " + std::to_string(bytes) + " more); the limit is " +
+                          std::to_string(per_byte_) + " x its " + std::to_string(size_) + " bytes + " +
+                          std::to_string(base_));
+  }
+  void release(std::size_t bytes) noexcept { charged_ -= std::min(bytes, charged_); }
+
+  // Elements a container holds without a heap block: SmallVector's inline ones, none for others.
+  template <typename Vec>
+  static constexpr std::size_t inline_elements() {
+    if constexpr (requires { Vec::inline_capacity(); })
+      return Vec::inline_capacity();
+    else
+      return 0;
+  }
+  // The heap block of a container's elements, as charged.
+  template <typename Vec>
+  static std::size_t block_bytes(std::size_t capacity) {
+    return capacity > inline_elements<Vec>() ? capacity * sizeof(typename Vec::value_type) + heap_block : 0;
+  }
+  // Room for `extra` more elements of `v`: a block of twice the capacity (or what is needed) is
+  // charged before it is allocated, and the one it replaces is credited once it is gone, so a list
+  // of n elements has at most 3n elements' worth charged while it grows, and 2n after.
+  template <typename Vec>
+  Status room_for(Vec& v, std::size_t extra, const JsonPath& where) {
+    if (extra <= v.capacity() - v.size()) return {};
+    const std::size_t old = v.capacity();
+    const std::size_t capacity = std::max({2 * old, v.size() + extra, std::size_t{8}});
+    RML_RETURN_IF_ERROR(charge(block_bytes<Vec>(capacity), where));
+    v.reserve(capacity);
+    release(block_bytes<Vec>(old));
+    return {};
+  }
+  // A string of `n` characters: a heap block unless it fits inline (15 characters in libstdc++;
+  // libc++ holds 22 inline, where this counts a few strings that take no block).
+  Status charge_string(std::size_t n, const JsonPath& where) {
+    return n > 15 ? charge(n + 1 + heap_block, where) : Status();
+  }
+  // One entry of a std::map: its node (the pair, three links and a colour) in a heap block.
+  template <typename Map>
+  Status charge_map_entry(const JsonPath& where) {
+    return charge(sizeof(typename Map::value_type) + 4 * sizeof(void*) + heap_block, where);
+  }
+
   // ---- primitive readers ----
   template <typename V>
   Status read_string(V&& v, std::string& out, const JsonPath& where) {
     std::string_view s;
     if (auto e = std::forward<V>(v).get_string().get(s); e) return read_error(e, where, "a string");
+    RML_RETURN_IF_ERROR(charge_string(s.size(), where));
     out.assign(s);
     return {};
   }
@@ -202,6 +298,7 @@ class GraphJsonParser {
     for (auto item : arr) {
       std::int64_t id = 0;
       if (auto e = item.get_int64().get(id); e) return read_error(e, where[i], "an integer");
+      RML_RETURN_IF_ERROR(room_for(out, 1, where[i]));
       out.push_back(id);
       ++i;
     }
@@ -310,6 +407,7 @@ class GraphJsonParser {
           std::int64_t dim = 0;
           if (auto e = dim_v.get_int64().get(dim); e) return read_error(e, shape[d], "an integer");
           if (dim < 0) return bad(shape[d], "dimension " + std::to_string(dim) + " is negative");
+          RML_RETURN_IF_ERROR(room_for(value.type.shape.dims(), 1, shape[d]));
           value.type.shape.push_back(dim);
           ++d;
         }
@@ -319,6 +417,7 @@ class GraphJsonParser {
       }));
       if (!have_dtype) return bad(where, "dtype is missing");
       if (!have_shape) return bad(where, "shape is missing");
+      RML_RETURN_IF_ERROR(room_for(def_.values, 1, where));
       def_.values.push_back(std::move(value));
       return {};
     });
@@ -346,6 +445,7 @@ class GraphJsonParser {
         for (auto x : data) {
           double d = 0;
           RML_RETURN_IF_ERROR(read_number(x, d, data_path[n]));
+          RML_RETURN_IF_ERROR(room_for(c.data, 1, data_path[n]));
           c.data.push_back(d);
           ++n;
         }
@@ -353,6 +453,7 @@ class GraphJsonParser {
       }));
       if (!have_value) return bad(where, "value is missing");
       if (c.tensor.has_value() == c.has_data) return bad(where, "needs exactly one of \"tensor\" and \"data\"");
+      RML_RETURN_IF_ERROR(room_for(constants_, 1, where));
       constants_.push_back(std::move(c));
       return {};
     });
@@ -419,6 +520,9 @@ class GraphJsonParser {
       if (!have_op) return bad(where, "op is missing");
       if (!have_inputs) return bad(where, "inputs is missing");
       if (!have_outputs) return bad(where, "outputs is missing");
+      RML_RETURN_IF_ERROR(room_for(node_ids_, ins.size() + outs.size(), where));
+      RML_RETURN_IF_ERROR(room_for(raw_nodes_, 1, where));
+      RML_RETURN_IF_ERROR(room_for(def_.nodes, 1, where));
       ids.begin = node_ids_.size();
       node_ids_.insert(node_ids_.end(), ins.begin(), ins.end());
       node_ids_.insert(node_ids_.end(), outs.begin(), outs.end());
@@ -432,6 +536,8 @@ class GraphJsonParser {
     sj::object obj;
     RML_RETURN_IF_ERROR(read_object(v, obj, where));
     return each_key(obj, [&](std::string_view key, sj::value value) -> Status {
+      RML_RETURN_IF_ERROR(charge_map_entry<Attrs>(where / key));
+      RML_RETURN_IF_ERROR(charge_string(key.size(), where / key));
       auto [it, inserted] = attrs.try_emplace(std::string(key));
       if (!inserted) return bad(where, "key '" + std::string(key) + "' appears twice");
       return read_attr_value(value, it->second, where / key);
@@ -483,14 +589,19 @@ class GraphJsonParser {
           if (nt == sj::number_type::signed_integer && !is_float) {
             std::int64_t n = 0;
             RML_RETURN_IF_ERROR(read_int(x, n, item));
+            RML_RETURN_IF_ERROR(room_for(ints, 1, item));
             ints.push_back(n);
           } else {
             double d = 0;
             if (auto e = x.get_double().get(d); e) return read_error(e, item, "a number");
             if (!is_float) {
               is_float = true;
+              RML_RETURN_IF_ERROR(room_for(floats, ints.size() + 1, item));
               floats.assign(ints.begin(), ints.end());
+              release(block_bytes<std::vector<std::int64_t>>(ints.capacity()));
+              std::vector<std::int64_t>().swap(ints);
             }
+            RML_RETURN_IF_ERROR(room_for(floats, 1, item));
             floats.push_back(d);
           }
         }
@@ -523,6 +634,8 @@ class GraphJsonParser {
     sj::object obj;
     RML_RETURN_IF_ERROR(read_object(v, obj, where));
     return each_key(obj, [&](std::string_view key, sj::value value) -> Status {
+      RML_RETURN_IF_ERROR(charge_map_entry<decltype(def_.metadata)>(where / key));
+      RML_RETURN_IF_ERROR(charge_string(key.size(), where / key));
       std::string text;
       RML_RETURN_IF_ERROR(read_string(value, text, where / key));
       def_.metadata.insert_or_assign(std::string(key), std::move(text));
@@ -546,7 +659,8 @@ class GraphJsonParser {
   }
 
   template <typename Ids>
-  Status convert_ids(const std::int64_t* ids, std::size_t n, Ids& out, const JsonPath& where) const {
+  Status convert_ids(const std::int64_t* ids, std::size_t n, Ids& out, const JsonPath& where) {
+    RML_RETURN_IF_ERROR(room_for(out, n, where));
     out.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       if (!in_range(ids[i])) return id_out_of_range(ids[i], where[i]);
@@ -575,9 +689,9 @@ class GraphJsonParser {
   }
 
   Status bind_constants() {
-    def_.constants.reserve(constants_.size());
     const JsonPath top;
     const JsonPath constants = top / "constants";
+    RML_RETURN_IF_ERROR(room_for(def_.constants, constants_.size(), constants));
     for (std::size_t i = 0; i < constants_.size(); ++i) {
       const RawConstant& raw = constants_[i];
       const JsonPath where = constants[i];
@@ -586,21 +700,28 @@ class GraphJsonParser {
       ConstantDef c;
       c.value = id;
       if (raw.tensor) {
+        RML_RETURN_IF_ERROR(charge_string(raw.tensor->size(), where));
         c.tensor = *raw.tensor;
         if (!weights_) return bad(where, "tensor '" + c.tensor + "' needs a weights file, and there is none");
         const SafetensorsEntry* entry = weights_->find(c.tensor);
         if (!entry) return bad(where, "tensor '" + c.tensor + "' is not in " + weights_->path());
-        auto tensor = weights_->get(c.tensor);
-        if (!tensor.ok()) {
-          if (tensor.error().code() == Code::invalid_argument)
-            return bad(where, "tensor '" + c.tensor + "' is stored as " + entry->dtype +
-                                  ", which rml does not read (F32 and I32 only)");
-          return tensor.error();
+        auto known = bound_.find(c.tensor);
+        if (known == bound_.end()) {
+          auto tensor = weights_->get(c.tensor);
+          if (!tensor.ok()) {
+            if (tensor.error().code() == Code::invalid_argument)
+              return bad(where, "tensor '" + c.tensor + "' is stored as " + entry->dtype +
+                                    ", which rml does not read (F32 and I32 only)");
+            return tensor.error();
+          }
+          RML_RETURN_IF_ERROR(charge_map_entry<decltype(bound_)>(where));
+          RML_RETURN_IF_ERROR(charge_string(c.tensor.size(), where));
+          known = bound_.emplace(c.tensor, std::move(*tensor)).first;
         }
-        if (tensor->type() != type)
-          return bad(where, "tensor '" + c.tensor + "' is stored as " + tensor->type().to_string() + " but " +
+        if (known->second.type() != type)
+          return bad(where, "tensor '" + c.tensor + "' is stored as " + known->second.type().to_string() + " but " +
                                 value_label(id) + " is recorded as " + type.to_string());
-        c.data = std::move(*tensor);
+        c.data = known->second;
       } else {
         c.inline_data = true;
         const auto n = type.shape.numel();
@@ -616,6 +737,8 @@ class GraphJsonParser {
               return bad((where / "data")[k], "is not an i32, but " + value_label(id) + " is i32");
           }
         }
+        // The tensor and its storage: as many elements as the document has numbers.
+        RML_RETURN_IF_ERROR(charge(raw.data.size() * element_size(type.dtype) + 4 * heap_block, where / "data"));
         c.data = Tensor::zeros(type);
         visit_dtype(type.dtype, [&](auto d) {
           using T = dtype_type_t<decltype(d)::value>;
@@ -629,6 +752,15 @@ class GraphJsonParser {
   }
 
   const SafetensorsReader* weights_;
+  std::size_t per_byte_;
+  std::size_t base_;
+  std::size_t size_ = 0;
+  std::size_t budget_ = 0;
+  std::size_t charged_ = 0;
+  std::size_t peak_ = 0;
+  // Stored tensors already bound, by name: constants that name one tensor share it, so a tensor
+  // the reader must copy (misaligned in its file) is copied once, whatever the document repeats.
+  std::map<std::string, Tensor, std::less<>> bound_;
   sj::parser parser_;
   sj::document* doc_ = nullptr;
   const char* begin_ = nullptr;
@@ -655,8 +787,10 @@ class GraphJsonParser {
 /// Parses an rml-graph document and binds its constants to `weights` (may be null when the
 /// graph stores no tensor). Checks, in order: format and version (a newer version is
 /// UNSUPPORTED), the types of every field, every id in range, each value defined exactly once and
-/// before it is read, and each constant against its stored or inline data. Any other failure is
-/// INVALID_ARGUMENT naming the JSON path (`values[3].shape[1]`); nothing throws.
+/// before it is read, and each constant against its stored or inline data. What the document
+/// makes the reader build is bounded by graph_json_memory_per_byte × its size +
+/// graph_json_memory_base; a document past that is refused. Any other failure is INVALID_ARGUMENT
+/// naming the JSON path (`values[3].shape[1]`); nothing throws.
 inline Result<Graph> parse_graph(std::string_view json, const SafetensorsReader* weights) {
   simdjson::padded_string padded(json);
   return detail::GraphJsonParser(weights).parse(padded);
