@@ -1,22 +1,15 @@
 // Loading and saving rml-graph models: <stem>.json (the graph) + <stem>.safetensors (weights).
 #pragma once
 
-#include <cmath>
+#include <cstdint>
 #include <filesystem>
-#include <map>
-#include <optional>
-#include <span>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <utility>
 #include <vector>
 
-#include <simdjson.h>
-
+#include "rml/core/linkage.hpp"
 #include "rml/core/status.hpp"
-#include "rml/io/detail/file.hpp"
-#include "rml/io/detail/json_out.hpp"
 #include "rml/io/graph_json.hpp"
 #include "rml/io/safetensors.hpp"
 #include "rml/ir/graph.hpp"
@@ -25,79 +18,6 @@ namespace rml {
 
 namespace detail {
 
-inline std::filesystem::path stem_of(const std::filesystem::path& path) {
-  if (path.extension() == ".json" || path.extension() == ".safetensors") {
-    std::filesystem::path stem = path;
-    stem.replace_extension();
-    return stem;
-  }
-  return path;
-}
-
-inline std::filesystem::path with_suffix(const std::filesystem::path& stem, const char* suffix) {
-  return std::filesystem::path(stem.string() + suffix);
-}
-
-// Writes one attribute value; INVALID_ARGUMENT for a float JSON cannot hold (NaN, infinity).
-inline Status json_append_attr(std::string& out, const AttrValue& value, const std::string& where) {
-  const auto finite = [&](double d) -> Status {
-    if (!std::isfinite(d)) return invalid_argument(where + ": " + number_text(d) + " cannot be written as JSON");
-    return {};
-  };
-  switch (value.index()) {
-    case 0:
-      json_append_int(out, std::get<0>(value));
-      return {};
-    case 1:
-      RML_RETURN_IF_ERROR(finite(std::get<1>(value)));
-      json_append_double(out, std::get<1>(value));
-      return {};
-    case 2:
-      out += std::get<2>(value) ? "true" : "false";
-      return {};
-    case 3:
-      json_append_string(out, std::get<3>(value));
-      return {};
-    case 4: {
-      out += '[';
-      const auto& v = std::get<4>(value);
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        if (i) out += ',';
-        json_append_int(out, v[i]);
-      }
-      out += ']';
-      return {};
-    }
-    default: {
-      out += '[';
-      const auto& v = std::get<5>(value);
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        if (i) out += ',';
-        RML_RETURN_IF_ERROR(finite(v[i]));
-        json_append_double(out, v[i]);
-      }
-      out += ']';
-      return {};
-    }
-  }
-}
-
-inline void json_append_ids(std::string& out, std::span<const ValueId> ids) {
-  out += '[';
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(ids[i]);
-  }
-  out += ']';
-}
-
-inline bool all_finite(const Tensor& t) {
-  if (t.dtype() != DType::f32) return true;
-  for (float f : t.span<float>())
-    if (!std::isfinite(f)) return false;
-  return true;
-}
-
 /// What save_graph decides about the constants: which are written inline, and the stored name
 /// of every other one (storage shared by several constants is stored once).
 struct ConstantLayout {
@@ -105,38 +25,7 @@ struct ConstantLayout {
   std::vector<std::pair<std::string, Tensor>> tensors;
 };
 
-inline Result<ConstantLayout> layout_constants(const GraphDef& def) {
-  ConstantLayout layout;
-  layout.stored_name.resize(def.constants.size());
-  // Same bytes: same storage, offset, dtype and shape.
-  using Key = std::tuple<const Storage*, std::size_t, DType, Dims>;
-  std::map<Key, std::string> by_storage;
-  std::map<std::string, const Tensor*, std::less<>> by_name;
-  for (std::size_t i = 0; i < def.constants.size(); ++i) {
-    const ConstantDef& c = def.constants[i];
-    const std::string where = "constants[" + std::to_string(i) + "]";
-    if (c.value >= def.values.size())
-      return invalid_argument(where + ": value id " + std::to_string(c.value) + " is out of range");
-    if (!c.data.defined()) return invalid_argument(where + ": has no data");
-    if (c.data.type() != def.values[c.value].type)
-      return invalid_argument(where + ": data is " + c.data.type().to_string() + " but value " +
-                              std::to_string(c.value) + " is " + def.values[c.value].type.to_string());
-    if (c.inline_data && all_finite(c.data)) continue;
-    Key key{c.data.storage().get(), c.data.storage_offset(), c.data.dtype(), c.data.shape().dims()};
-    if (auto it = by_storage.find(key); it != by_storage.end()) {
-      layout.stored_name[i] = it->second;
-      continue;
-    }
-    std::string name = c.tensor.empty() ? "const." + std::to_string(c.value) : c.tensor;
-    for (int n = 1; by_name.count(name) || name == "__metadata__"; ++n)
-      name = (c.tensor.empty() ? "const." + std::to_string(c.value) : c.tensor) + "." + std::to_string(n);
-    by_storage.emplace(std::move(key), name);
-    layout.stored_name[i] = name;
-    layout.tensors.emplace_back(name, c.data);
-    by_name.emplace(name, &layout.tensors.back().second);
-  }
-  return layout;
-}
+RML_SPLIT_API Result<ConstantLayout> layout_constants(const GraphDef& def);
 
 /// What binds a `<stem>.json` to the one `<stem>.safetensors` written with it: a random 128-bit
 /// pair id, which the weights file's `__metadata__` also holds under `rml.pair`, and the weights
@@ -152,143 +41,8 @@ inline constexpr std::string_view weights_pair_key = "rml.pair";
 
 /// The rml-graph JSON text of `def`, with stored constants named by `layout` (and, from
 /// save_graph, the binding to its weights file).
-inline Result<std::string> graph_to_json(const GraphDef& def, const detail::ConstantLayout& layout,
-                                         const detail::WeightsBinding* binding = nullptr) {
-  using detail::json_append_string;
-  std::string out;
-  out.reserve(256 + def.values.size() * 48 + def.nodes.size() * 64);
-  out += "{\n  \"format\": \"rml-graph\",\n  \"version\": " + std::to_string(graph_format_version) + ",\n";
-  if (binding) {
-    out += "  \"weights\": {\"pair\": ";
-    json_append_string(out, binding->pair);
-    out += ", \"bytes\": ";
-    detail::json_append_integer(out, binding->bytes);
-    out += "},\n";
-  }
-  if (!def.producer.empty()) {
-    out += "  \"producer\": ";
-    json_append_string(out, def.producer);
-    out += ",\n";
-  }
-  if (!def.name.empty()) {
-    out += "  \"name\": ";
-    json_append_string(out, def.name);
-    out += ",\n";
-  }
-  out += "  \"values\": [";
-  for (std::size_t i = 0; i < def.values.size(); ++i) {
-    const ValueDef& v = def.values[i];
-    out += i ? ",\n    {" : "\n    {";
-    if (!v.name.empty()) {
-      out += "\"name\": ";
-      json_append_string(out, v.name);
-      out += ", ";
-    }
-    out += "\"dtype\": \"";
-    out += dtype_name(v.type.dtype);
-    out += "\", \"shape\": [";
-    for (std::size_t d = 0; d < v.type.shape.rank(); ++d) {
-      if (d) out += ", ";
-      out += std::to_string(v.type.shape[d]);
-    }
-    out += "]}";
-  }
-  out += def.values.empty() ? "],\n" : "\n  ],\n";
-  out += "  \"inputs\": ";
-  detail::json_append_ids(out, def.inputs);
-  out += ",\n  \"outputs\": ";
-  detail::json_append_ids(out, def.outputs);
-  out += ",\n  \"constants\": [";
-  for (std::size_t i = 0; i < def.constants.size(); ++i) {
-    const ConstantDef& c = def.constants[i];
-    out += i ? ",\n    {\"value\": " : "\n    {\"value\": ";
-    out += std::to_string(c.value);
-    if (!layout.stored_name[i].empty()) {
-      out += ", \"tensor\": ";
-      json_append_string(out, layout.stored_name[i]);
-    } else {
-      out += ", \"data\": [";
-      visit_dtype(c.data.dtype(), [&](auto d) {
-        using T = dtype_type_t<decltype(d)::value>;
-        const auto values = c.data.span<T>();
-        for (std::size_t k = 0; k < values.size(); ++k) {
-          if (k) out += ", ";
-          if constexpr (std::is_same_v<T, float>)
-            detail::json_append_float(out, values[k]);
-          else
-            detail::json_append_integer(out, values[k]);
-        }
-      });
-      out += ']';
-    }
-    out += '}';
-  }
-  out += def.constants.empty() ? "],\n" : "\n  ],\n";
-  out += "  \"nodes\": [";
-  for (std::size_t i = 0; i < def.nodes.size(); ++i) {
-    const NodeDef& n = def.nodes[i];
-    const std::string where = "nodes[" + std::to_string(i) + "]";
-    for (ValueId id : n.inputs)
-      if (id >= def.values.size())
-        return invalid_argument(where + ": input id " + std::to_string(id) + " is out of range");
-    for (ValueId id : n.outputs)
-      if (id >= def.values.size())
-        return invalid_argument(where + ": output id " + std::to_string(id) + " is out of range");
-    out += i ? ",\n    {\"op\": " : "\n    {\"op\": ";
-    json_append_string(out, n.op);
-    out += ", \"inputs\": ";
-    detail::json_append_ids(out, n.inputs);
-    out += ", \"outputs\": ";
-    detail::json_append_ids(out, n.outputs);
-    if (!n.name.empty()) {
-      out += ", \"name\": ";
-      json_append_string(out, n.name);
-    }
-    if (!n.attrs.empty()) {
-      out += ", \"attrs\": {";
-      bool first = true;
-      for (const auto& [key, value] : n.attrs) {
-        if (!first) out += ", ";
-        first = false;
-        json_append_string(out, key);
-        out += ": ";
-        RML_RETURN_IF_ERROR(detail::json_append_attr(out, value, where + ".attrs." + key));
-      }
-      out += '}';
-    }
-    if (n.origin) {
-      out += ", \"origin\": {\"module\": ";
-      json_append_string(out, n.origin->module);
-      out += ", \"file\": ";
-      json_append_string(out, n.origin->file);
-      out += ", \"line\": " + std::to_string(n.origin->line) + "}";
-    }
-    if (n.device != Device{}) {
-      out += ", \"device\": ";
-      json_append_string(out, n.device.to_string());
-    }
-    out += '}';
-  }
-  out += def.nodes.empty() ? "]" : "\n  ]";
-  if (!def.metadata.empty()) {
-    out += ",\n  \"metadata\": {";
-    bool first = true;
-    for (const auto& [k, v] : def.metadata) {
-      if (!first) out += ", ";
-      first = false;
-      json_append_string(out, k);
-      out += ": ";
-      json_append_string(out, v);
-    }
-    out += '}';
-  }
-  for (ValueId id : def.inputs)
-    if (id >= def.values.size()) return invalid_argument("inputs: id " + std::to_string(id) + " is out of range");
-  for (ValueId id : def.outputs)
-    if (id >= def.values.size()) return invalid_argument("outputs: id " + std::to_string(id) + " is out of range");
-  out += "\n}\n";
-  return out;
-}
+RML_SPLIT_API Result<std::string> graph_to_json(const GraphDef& def, const detail::ConstantLayout& layout,
+                                                const detail::WeightsBinding* binding = nullptr);
 
 /// How load_graph reads the weights file.
 struct LoadOptions {
@@ -299,100 +53,6 @@ struct LoadOptions {
   bool mmap = true;
 };
 
-namespace detail {
-
-/// The largest `<stem>.json` load_graph reads.
-inline constexpr std::size_t max_graph_json_bytes = std::size_t{1} << 31;
-
-inline bool is_pair_id(std::string_view s) {
-  if (s.size() != 32) return false;
-  for (char c : s)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
-}
-
-/// Where save_graph writes the weights before they take their name: `<stem>.safetensors.<pair>`.
-inline std::filesystem::path staged_weights_path(const std::filesystem::path& stem, std::string_view pair) {
-  return std::filesystem::path(stem.string() + ".safetensors." + std::string(pair));
-}
-
-/// The binding of a document (a scan of its top-level keys); nullopt for a document without one
-/// (written before bindings existed, or by another writer). A document the scan cannot read is
-/// left to parse_graph, which names the error.
-inline Result<std::optional<WeightsBinding>> read_weights_binding(const simdjson::padded_string& json) {
-  namespace sj = simdjson::ondemand;
-  const auto none = [] { return Result<std::optional<WeightsBinding>>(std::optional<WeightsBinding>()); };
-  sj::parser parser;
-  sj::document doc;
-  sj::object root;
-  if (parser.iterate(json).get(doc) || doc.get_object().get(root)) return none();
-  for (auto field_result : root) {
-    sj::field field;
-    std::string_view key;
-    if (std::move(field_result).get(field) || field.unescaped_key().get(key)) return none();
-    if (key != "weights") continue;
-    sj::object obj;
-    if (field.value().get_object().get(obj))
-      return invalid_argument("weights: must be an object {\"pair\": \"<32 hex digits>\", \"bytes\": <size>}");
-    WeightsBinding b;
-    bool have_pair = false;
-    bool have_bytes = false;
-    for (auto f : obj) {
-      sj::field inner;
-      std::string_view name;
-      if (std::move(f).get(inner) || inner.unescaped_key().get(name)) return none();
-      if (name == "pair") {
-        std::string_view text;
-        if (inner.value().get_string().get(text) || !is_pair_id(text))
-          return invalid_argument("weights.pair: must be 32 lowercase hex digits");
-        b.pair = std::string(text);
-        have_pair = true;
-      } else if (name == "bytes") {
-        if (inner.value().get_uint64().get(b.bytes))
-          return invalid_argument("weights.bytes: must be a non-negative integer");
-        have_bytes = true;
-      }
-    }
-    if (!have_pair || !have_bytes)
-      return invalid_argument(std::string("weights: lacks ") + (have_pair ? "bytes" : "pair"));
-    return std::optional<WeightsBinding>(std::move(b));
-  }
-  return none();
-}
-
-inline std::string_view pair_of(const SafetensorsReader& weights) {
-  const auto it = weights.metadata().find(weights_pair_key);
-  return it == weights.metadata().end() ? std::string_view() : std::string_view(it->second);
-}
-
-/// The weights file bound to a document: `<stem>.safetensors` when it carries the pair id and size
-/// the document records, else the staged `<stem>.safetensors.<pair>` (a save between its two
-/// renames, or killed there). DATA_LOSS naming both files when neither matches.
-inline Result<SafetensorsReader> open_bound_weights(const std::filesystem::path& stem, const WeightsBinding& binding,
-                                                    bool map) {
-  const std::filesystem::path path = with_suffix(stem, ".safetensors");
-  const auto matches = [&](const SafetensorsReader& r) {
-    return r.file_size() == binding.bytes && pair_of(r) == binding.pair;
-  };
-  auto weights = SafetensorsReader::open(path, map);
-  if (weights.ok() && matches(*weights)) return weights;
-  if (auto staged = SafetensorsReader::open(staged_weights_path(stem, binding.pair), map);
-      staged.ok() && matches(*staged))
-    return staged;
-  const std::string recorded =
-      "the JSON records weights pair " + binding.pair + " of " + std::to_string(binding.bytes) + " bytes";
-  if (!weights.ok()) {
-    if (weights.error().code() == Code::not_found) return data_loss(path.string() + ": missing, but " + recorded);
-    return weights.error();
-  }
-  const std::string_view held = pair_of(*weights);
-  return data_loss(path.string() + ": does not belong with this JSON: " + recorded + ", but the file holds " +
-                   (held.empty() ? std::string("no pair id") : "pair " + std::string(held)) + " in " +
-                   std::to_string(weights->file_size()) + " bytes; the two files come from different saves");
-}
-
-}  // namespace detail
-
 /// Reads `<stem>.json` and its weights `<stem>.safetensors` (mapped, or read with
 /// `options.mmap = false`); see parse_graph for the checks. A document save_graph wrote names its
 /// weights file by a pair id and size, and is loaded only with that file: never with the weights
@@ -401,42 +61,7 @@ inline Result<SafetensorsReader> open_bound_weights(const std::filesystem::path&
 /// INVALID_ARGUMENT otherwise, and for a path that is not a regular file (a FIFO or device is
 /// refused without reading). Every message starts with the JSON file's path. `stem` may also name
 /// the `.json` file itself.
-inline Result<Graph> load_graph(const std::filesystem::path& stem_or_file, const LoadOptions& options = {}) {
-  const std::filesystem::path stem = detail::stem_of(stem_or_file);
-  const std::filesystem::path json_path = detail::with_suffix(stem, ".json");
-  const std::filesystem::path weights_path = detail::with_suffix(stem, ".safetensors");
-  const std::string prefix = json_path.string() + ": ";
-
-  // A save that runs meanwhile may replace the pair between the two reads; reading the pair again
-  // then finds the new one whole.
-  constexpr int attempts = 8;
-  for (int attempt = 1;; ++attempt) {
-    auto text = detail::read_file(json_path, detail::max_graph_json_bytes);
-    if (!text.ok()) return text.error();  // the message starts with the path
-    simdjson::padded_string padded(*text);
-    auto binding = detail::read_weights_binding(padded);
-    if (!binding.ok()) return binding.error().with_prefix(prefix);
-    std::optional<SafetensorsReader> weights;
-    if (*binding) {
-      auto bound = detail::open_bound_weights(stem, **binding, options.mmap);
-      if (!bound.ok()) {
-        if (attempt < attempts && bound.error().code() == Code::data_loss) continue;
-        return bound.error().with_prefix(prefix);
-      }
-      weights.emplace(std::move(*bound));
-    } else {
-      // A document without a binding (older writers, the exporters): the weights file, if any.
-      auto reader = SafetensorsReader::open(weights_path, options.mmap);
-      if (reader.ok())
-        weights.emplace(std::move(*reader));
-      else if (reader.error().code() != Code::not_found)
-        return reader.error().with_prefix(prefix);
-    }
-    auto graph = parse_padded_graph(padded, weights ? &*weights : nullptr);
-    if (!graph.ok()) return graph.error().with_prefix(prefix);
-    return graph;
-  }
-}
+RML_SPLIT_API Result<Graph> load_graph(const std::filesystem::path& stem_or_file, const LoadOptions& options = {});
 
 /// Writes `<stem>.json` and `<stem>.safetensors` (always both; the weights file may hold no
 /// tensor) as one pair: the JSON records the weights file's size and a random pair id that the
@@ -457,58 +82,10 @@ inline Result<Graph> load_graph(const std::filesystem::path& stem_or_file, const
 /// that names no file (`""`, `"dir/"`) and for a graph that cannot be written (an id out of range,
 /// a constant without data or of the wrong type, a non-finite float attribute); DATA_LOSS when
 /// writing fails or mapped weights it copies from have shrunk.
-inline Status save_graph(const Graph& graph, const std::filesystem::path& stem_or_file) {
-  RML_RETURN_IF_ERROR(detail::check_output_path(stem_or_file, "save_graph"));
-  const std::filesystem::path stem = detail::stem_of(stem_or_file);
-  RML_RETURN_IF_ERROR(detail::check_output_path(stem, "save_graph"));
-  const std::filesystem::path json_path = detail::with_suffix(stem, ".json");
-  const std::filesystem::path weights_path = detail::with_suffix(stem, ".safetensors");
-  const GraphDef& def = graph.def();
-
-  auto layout = detail::layout_constants(def);
-  if (!layout.ok()) return layout.error().with_prefix("save_graph: ");
-  detail::WeightsBinding binding{detail::random_hex(16), 0};
-  auto header = detail::safetensors_header(layout->tensors, {{std::string(detail::weights_pair_key), binding.pair}});
-  if (!header.ok()) return header.error().with_prefix("save_graph: ");
-  binding.bytes = header->size();
-  for (const auto& [name, tensor] : layout->tensors) binding.bytes += tensor.nbytes();
-  auto json = graph_to_json(def, *layout, &binding);
-  if (!json.ok()) return json.error().with_prefix("save_graph: ");
-
-  auto weights = detail::write_staged_file(
-      detail::staged_weights_path(stem, binding.pair), weights_path,
-      [&](detail::FileSink& sink) { return detail::write_safetensors_to(sink, *header, layout->tensors); });
-  if (!weights.ok()) return weights.error().with_prefix("save_graph: ");
-  auto doc = detail::write_staged_file(detail::temporary_name(json_path), json_path, [&](detail::FileSink& sink) {
-    sink.write(*json);
-    return Status();
-  });
-  if (!doc.ok()) return doc.error().with_prefix("save_graph: ");
-
-#if RML_HAVE_POSIX_FILES
-  const detail::DirectoryLock lock(detail::parent_directory(json_path));
-#endif
-  // The pair id the current JSON records, if any: staged weights of that id are left only by a
-  // save killed between steps 3 and 4 (under the lock no save is there), and are removed once
-  // this save commits.
-  std::optional<std::string> old_pair;
-  if (auto old = detail::read_file(json_path, detail::max_graph_json_bytes); old.ok()) {
-    const simdjson::padded_string padded(*old);
-    if (auto b = detail::read_weights_binding(padded); b.ok() && *b) old_pair = (*b)->pair;
-  }
-  if (Status committed = doc->commit(); !committed.ok())  // both staged files are removed: the old pair stands
-    return committed.with_prefix("save_graph: ");
-  weights->keep();  // the committed JSON names it: it stays whatever happens next
-  Status moved = weights->commit();
-  if (moved.ok() && old_pair && *old_pair != binding.pair) {
-    std::error_code ec;
-    std::filesystem::remove(detail::staged_weights_path(stem, *old_pair), ec);
-  }
-  detail::sync_parent_directory(json_path);
-  if (!moved.ok())
-    return Status(moved.code(), "save_graph: " + moved.message() + "; the new model loads through " +
-                                    detail::staged_weights_path(stem, binding.pair).string());
-  return {};
-}
+RML_SPLIT_API Status save_graph(const Graph& graph, const std::filesystem::path& stem_or_file);
 
 }  // namespace rml
+
+#if RML_SPLIT_DEFINED
+#include "rml/io/detail/graph_io_impl.hpp"
+#endif
