@@ -3,8 +3,8 @@
 // By default every function of rml is inline and every translation unit that includes it
 // compiles all of it: the kernel table (every kernel over every op and dtype), the program
 // builder, weight packing, eager ops and Eigen under them; the JSON and safetensors readers and
-// writers and simdjson under them. To compile those once per program instead, stb-style, with
-// still no library of rml's own:
+// writers and simdjson under them; the shape rules; graph surgery. To compile those once per
+// program instead, stb-style, with still no library of rml's own:
 //
 //   - compile every translation unit that includes rml with RML_SEPARATE_KERNELS defined
 //     (CMake: link rml::rml_split instead of rml::rml; meson: rml_split_dep); those translation
@@ -13,11 +13,12 @@
 //   - in exactly one of them, `#define RML_KERNELS_IMPLEMENTATION` before the first rml include
 //     (then `#include <rml/rml.hpp>`): it defines them, non-inline.
 //
-// Behind the split: rml::detail::build_program (Executor::create) and rml::run_node (exec), and
+// Behind the split: rml::detail::build_program (Executor::create) and rml::run_node (exec);
 // reading and writing models (io: load_graph, save_graph, parse_graph, SafetensorsReader,
-// encode_safetensors, write_safetensors). Each public header declares them with RML_SPLIT_API
-// and includes its definitions (a detail/*_impl.hpp or exec/detail/implementation.hpp) only
-// where RML_SPLIT_DEFINED is 1.
+// encode_safetensors, write_safetensors; whole-file helpers for serial); compile_op (check);
+// merge, split, extract, min_value_cut, plan_stages, split_stages, Graph::optimize (edit). Each
+// public header declares them with RML_SPLIT_API and includes its definitions (a
+// detail/*_impl.hpp, or exec/detail/implementation.hpp) only where RML_SPLIT_DEFINED is 1.
 //
 // No implementation translation unit: the link fails with undefined references to
 // rml::detail::build_program, rml::run_node, rml::load_graph... Two: multiple definitions of
