@@ -4,9 +4,9 @@
 #include <span>
 #include <vector>
 
+#include "rml/core/linkage.hpp"
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
-#include "rml/core/linkage.hpp"
 #include "rml/ir/graph.hpp"
 
 namespace rml {

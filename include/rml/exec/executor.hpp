@@ -14,12 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "rml/core/linkage.hpp"
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
 #include "rml/exec/detail/guard.hpp"
 #include "rml/exec/detail/kernel_args.hpp"
 #include "rml/exec/detail/program.hpp"
-#include "rml/core/linkage.hpp"
 #include "rml/exec/thread_pool.hpp"
 #include "rml/ir/graph.hpp"
 

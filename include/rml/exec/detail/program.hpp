@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "rml/core/linkage.hpp"
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
 #include "rml/exec/detail/kernel_args.hpp"
-#include "rml/core/linkage.hpp"
 #include "rml/exec/memory_plan.hpp"
 #include "rml/ir/graph.hpp"
 
