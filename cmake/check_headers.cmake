@@ -1,7 +1,8 @@
 # Checks rml's layering: every header under include/rml/{core,ir,io,check,edit,serial} must
 # preprocess without reaching Eigen (only exec/ may), and rml/rml.hpp must compile alone
 # in a fresh translation unit with -Wall -Wextra -Wpedantic -Werror, in the default mode and with
-# RML_SEPARATE_KERNELS (where it must reach neither Eigen nor a kernel: see rml/exec/linkage.hpp), and
+# RML_SEPARATE_KERNELS (where it must reach neither Eigen, nor a kernel, nor simdjson, nor a definition
+# header of io, check or edit: see rml/core/linkage.hpp), and
 # fails with rml's #error below C++20.
 # Usage: cmake -DCXX=<compiler> -DINCLUDE_DIR=<include> -DWORK_DIR=<dir> -P check_headers.cmake
 set(failed "")
@@ -48,7 +49,7 @@ execute_process(COMMAND ${CXX} -std=c++20 -I${INCLUDE_DIR} ${extra} -DMSGPACK_NO
 if(NOT rc EQUAL 0)
   list(APPEND failed "rml/rml.hpp does not preprocess with RML_SEPARATE_KERNELS:\n${err}")
 else()
-  string(REGEX MATCHALL "[^ \\\n]*(/Eigen/|rml/exec/kernels/|rml/exec/kernel_table.hpp|rml/exec/detail/(implementation|program_builder|run_node).hpp)[^ \\\n]*" heavy "${deps}")
+  string(REGEX MATCHALL "[^ \\\n]*(/Eigen/|/simdjson.h|rml/exec/kernels/|rml/exec/kernel_table.hpp|rml/exec/detail/(implementation|program_builder|run_node).hpp|rml/(io|check|edit)/detail/(file|[a-z_]+_impl).hpp)[^ \\\n]*" heavy "${deps}")
   if(heavy)
     list(REMOVE_DUPLICATES heavy)
     list(SUBLIST heavy 0 6 heavy)

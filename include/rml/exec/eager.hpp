@@ -4,9 +4,9 @@
 #include <span>
 #include <vector>
 
+#include "rml/core/linkage.hpp"
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
-#include "rml/exec/linkage.hpp"
 #include "rml/ir/graph.hpp"
 
 namespace rml {
@@ -15,10 +15,10 @@ namespace rml {
 /// `node.outputs` are not consulted (the tensors are the inputs). Returns the outputs.
 /// UNSUPPORTED / INVALID_ARGUMENT as compile_op (also for an input without data);
 /// OUT_OF_RANGE for a gather index outside its axis.
-RML_KERNEL_API Result<std::vector<Tensor>> run_node(const NodeDef& node, std::span<const Tensor> inputs);
+RML_SPLIT_API Result<std::vector<Tensor>> run_node(const NodeDef& node, std::span<const Tensor> inputs);
 
 }  // namespace rml
 
-#if RML_KERNELS_DEFINED
+#if RML_SPLIT_DEFINED
 #include "rml/exec/detail/implementation.hpp"
 #endif

@@ -14,12 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "rml/core/linkage.hpp"
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
 #include "rml/exec/detail/guard.hpp"
 #include "rml/exec/detail/kernel_args.hpp"
 #include "rml/exec/detail/program.hpp"
-#include "rml/exec/linkage.hpp"
 #include "rml/exec/thread_pool.hpp"
 #include "rml/ir/graph.hpp"
 
@@ -214,6 +214,6 @@ class Executor {
 
 }  // namespace rml
 
-#if RML_KERNELS_DEFINED
+#if RML_SPLIT_DEFINED
 #include "rml/exec/detail/implementation.hpp"
 #endif

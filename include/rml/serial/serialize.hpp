@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "rml/core/status.hpp"
-#include "rml/io/detail/file.hpp"
+#include "rml/io/detail/whole_file.hpp"
 #include "rml/ir/graph.hpp"
 #include "rml/serial/detail/common.hpp"
 #include "rml/serial/reader.hpp"
@@ -149,7 +149,7 @@ Status verify_weights(const T& value) {
 /// throw, as a status. Messages start with the path.
 template <typename T>
 Status serialize_to_file(const T& value, const std::filesystem::path& path) {
-  RML_RETURN_IF_ERROR(detail::check_output_path(path, "serialize_to_file"));
+  RML_RETURN_IF_ERROR(detail::check_output_file(path, "serialize_to_file"));
   std::vector<std::uint8_t> bytes;
   try {
     RML_RETURN_IF_ERROR(detail::verify_weights(value));
@@ -157,10 +157,7 @@ Status serialize_to_file(const T& value, const std::filesystem::path& path) {
   } catch (const Error& e) {
     return e.status().with_prefix(path.string() + ": ");
   }
-  return detail::write_file_atomically(path, [&](detail::FileSink& sink) {
-    sink.write(bytes.data(), bytes.size());
-    return Status();
-  });
+  return detail::replace_file(path, bytes);
 }
 
 /// Reads the T that serialize_to_file wrote. NOT_FOUND when the file does not exist;
@@ -169,7 +166,7 @@ Status serialize_to_file(const T& value, const std::filesystem::path& path) {
 /// path.
 template <typename T>
 Result<T> deserialize_from_file(const std::filesystem::path& path) {
-  auto text = detail::read_file(path);
+  auto text = detail::read_whole_file(path);
   if (!text.ok()) return text.error();
   const std::span<const std::uint8_t> bytes(reinterpret_cast<const std::uint8_t*>(text->data()), text->size());
   Result<T> result = deserialize<T>(bytes);

@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "rml/core/linkage.hpp"
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
 #include "rml/exec/detail/kernel_args.hpp"
-#include "rml/exec/linkage.hpp"
 #include "rml/exec/memory_plan.hpp"
 #include "rml/ir/graph.hpp"
 
@@ -98,6 +98,6 @@ class WorkspacePool {
 
 /// Checks `graph` with infer_types' rules (its errors, unchanged), compiles every node, fuses,
 /// aliases, packs constant weights and plans the arena, for runs on `threads` threads.
-RML_KERNEL_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget);
+RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget);
 
 }  // namespace rml::detail

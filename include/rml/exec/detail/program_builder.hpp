@@ -1,5 +1,5 @@
 // The program builder: every node compiled and bound to its kernel, fusion, aliasing, weight
-// packing and the arena plan. Defined where the kernels are (see rml/exec/linkage.hpp).
+// packing and the arena plan. Defined where the kernels are (see rml/core/linkage.hpp).
 #pragma once
 
 #include <algorithm>
@@ -269,7 +269,7 @@ class ProgramBuilder {
   std::vector<std::uint8_t> absorbed_;
 };
 
-RML_KERNEL_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget) {
+RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget) {
   return ProgramBuilder(graph, threads, budget).build();
 }
 

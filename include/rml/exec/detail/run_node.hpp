@@ -17,7 +17,7 @@
 
 namespace rml {
 
-RML_KERNEL_API Result<std::vector<Tensor>> run_node(const NodeDef& node, std::span<const Tensor> inputs) {
+RML_SPLIT_API Result<std::vector<Tensor>> run_node(const NodeDef& node, std::span<const Tensor> inputs) {
   constexpr std::size_t kInline = 4;
   TensorType inline_types[kInline];
   std::vector<TensorType> heap_types;

@@ -22,7 +22,14 @@
 #include <utility>
 #include <vector>
 
-#include <msgpack.hpp>
+// Only the packer and the parse-with-visitor API (which needs unpack.hpp's parser state):
+// <msgpack.hpp> would also bring msgpack::object, zones, x3 and every adaptor, which rml does not
+// use, at about twice the compile time. The order matters.
+#include <msgpack/null_visitor.hpp>
+#include <msgpack/pack.hpp>
+#include <msgpack/unpack.hpp>
+
+#include <msgpack/parse.hpp>
 
 namespace rml::detail {
 
