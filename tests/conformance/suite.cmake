@@ -31,8 +31,8 @@ set_tests_properties(onnx_nodes_convert PROPERTIES FIXTURES_SETUP rml_onnx_nodes
 # The C++ side: every exported model and converted case run by the executor.
 if(EXISTS "${PROJECT_SOURCE_DIR}/include/rml/exec/executor.hpp")
   add_executable(rml_tests_conformance "${CMAKE_CURRENT_SOURCE_DIR}/conformance/test_conformance.cpp"
-                                       $<TARGET_OBJECTS:rml_doctest_main>)
-  target_link_libraries(rml_tests_conformance PRIVATE rml::rml doctest::doctest rml_warnings)
+                                       $<TARGET_OBJECTS:rml_doctest_main> $<TARGET_OBJECTS:rml_test_implementation>)
+  target_link_libraries(rml_tests_conformance PRIVATE rml::rml_split doctest::doctest rml_warnings)
   target_compile_definitions(rml_tests_conformance PRIVATE RML_TEST_DATA_DIR="${RML_TEST_DATA_DIR}"
                                                            RML_TEST_BUILD_DIR="${RML_TEST_BUILD_DIR}")
   add_test(NAME conformance_zoo_small COMMAND rml_tests_conformance --no-version=true "--test-case=zoo: committed*")
