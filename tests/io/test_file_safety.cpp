@@ -29,7 +29,6 @@
 
 #include <rml/core/equal.hpp>
 #include <rml/exec/executor.hpp>
-#include <rml/io/detail/file.hpp>  // the file layer itself (a split-mode TU does not get it through graph_io.hpp)
 #include <rml/io/graph_io.hpp>
 #include <rml/serial/serialize.hpp>
 

@@ -7,7 +7,6 @@
 
 #include <rml/core/equal.hpp>
 #include <rml/io/graph_io.hpp>
-#include "rml/io/detail/file.hpp"  // MappedFile (a split-mode TU does not get it through graph_io.hpp)
 
 #include "support/temp_dir.hpp"
 
