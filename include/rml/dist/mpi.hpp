@@ -54,36 +54,27 @@
 #include <utility>
 #include <vector>
 
+#include "rml/io/detail/content_hash.hpp"
 #include "rml/rml.hpp"
 
 namespace rml::dist {
 
-/// A 64-bit fingerprint of a graph: its rml-graph JSON text and every constant's bytes, mixed
-/// 8 bytes at a time (FNV-1a's multiply on 64-bit words, then a final avalanche). Equal graphs
-/// loaded from equal files give equal fingerprints on any rank of the same byte order.
+/// A 64-bit fingerprint of a graph: its rml-graph JSON text and every constant's bytes, each
+/// framed by its length, through the content hash that save_graph's pair id uses (its first lane).
+/// Equal graphs loaded from equal files give equal fingerprints on any rank of the same byte order.
 inline Result<std::uint64_t> fingerprint(const Graph& graph) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  const auto mix = [&h](std::span<const std::byte> bytes) {
-    constexpr std::uint64_t prime = 0x100000001b3ULL;
-    std::size_t i = 0;
-    for (; i + 8 <= bytes.size(); i += 8) {
-      std::uint64_t w;
-      std::memcpy(&w, bytes.data() + i, 8);
-      h = (h ^ w) * prime;
-      h ^= h >> 29;
-    }
-    for (; i < bytes.size(); ++i) h = (h ^ static_cast<std::uint64_t>(bytes[i])) * prime;
-    h = (h ^ bytes.size()) * prime;  // lengths separate the pieces
-  };
   const GraphDef& def = graph.def();
   RML_ASSIGN_OR_RETURN(detail::ConstantLayout layout, detail::layout_constants(def));
   RML_ASSIGN_OR_RETURN(std::string json, graph_to_json(def, layout));
-  mix(std::as_bytes(std::span(json.data(), json.size())));
-  for (const ConstantDef& c : def.constants) mix(c.data.bytes());
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  return h;
+  detail::ContentHash hash;
+  hash.update_u64(json.size());
+  hash.update(json.data(), json.size());
+  for (const ConstantDef& c : def.constants) {
+    const std::span<const std::byte> bytes = c.data.bytes();
+    hash.update_u64(bytes.size());
+    hash.update(bytes.data(), bytes.size());
+  }
+  return hash.digest()[0];
 }
 
 /// How Pipeline::create splits and runs.

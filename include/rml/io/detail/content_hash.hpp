@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -51,14 +52,18 @@ class ContentHash {
     update(bytes, sizeof bytes);
   }
 
-  /// The 128 bits as 32 lowercase hex digits (lane a, then lane b); the hash is spent afterwards.
-  [[nodiscard]] std::string hex() {
+  /// The 128 bits as two 64-bit lanes (a, then b); the hash is spent afterwards.
+  [[nodiscard]] std::array<std::uint64_t, 2> digest() {
     if (used_ != 0) {
       for (std::size_t i = used_; i < 8; ++i) pending_[i] = 0;
       mix(a_, b_, load(pending_));
       used_ = 0;
     }
-    const std::uint64_t lanes[2] = {finish(a_ ^ length_), finish(b_ ^ (length_ * 0xC2B2AE3D27D4EB4FULL))};
+    return {finish(a_ ^ length_), finish(b_ ^ (length_ * 0xC2B2AE3D27D4EB4FULL))};
+  }
+  /// The 128 bits as 32 lowercase hex digits (lane a, then lane b); the hash is spent afterwards.
+  [[nodiscard]] std::string hex() {
+    const std::array<std::uint64_t, 2> lanes = digest();
     static constexpr char digits[] = "0123456789abcdef";
     std::string out;
     out.reserve(32);
