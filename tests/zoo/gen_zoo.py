@@ -63,6 +63,13 @@ def _write_expected(name: str, batch: int, stem: str, model, inputs):
     return tensors, outputs
 
 
+def _export_onnx(model, inputs, outputs, path: str) -> None:
+    """torch.onnx.export with the zoo's opset and the `input.<i>` / `output.<i>` names."""
+    torch.onnx.export(model, tuple(inputs), path, opset_version=OPSET,
+                      input_names=[f"input.{i}" for i in range(len(inputs))],
+                      output_names=[f"output.{i}" for i in range(len(outputs))], do_constant_folding=True)
+
+
 def generate(name: str, batch: int, out: str, keep_onnx: bool, check: bool) -> None:
     model, inputs = models.build(name, batch)
     stem = os.path.join(out, f"{name}_b{batch}")
@@ -71,10 +78,7 @@ def generate(name: str, batch: int, out: str, keep_onnx: bool, check: bool) -> N
     from_torch(model, inputs, stem)
 
     onnx_path = f"{stem}.onnx"
-    input_names = [f"input.{i}" for i in range(len(inputs))]
-    output_names = [f"output.{i}" for i in range(len(outputs))]
-    torch.onnx.export(model, tuple(inputs), onnx_path, opset_version=OPSET, input_names=input_names,
-                      output_names=output_names, do_constant_folding=True)
+    _export_onnx(model, inputs, outputs, onnx_path)
     try:
         from_onnx(onnx_path, f"{stem}_onnx")
     finally:
@@ -147,9 +151,7 @@ def generate_real(name: str, batch: int, out: str) -> None:
     except Exception as e:  # noqa: BLE001 -- any refusal becomes the benchmark row's reason
         _write_error(f"{stem}.rml_error", e)
     try:
-        torch.onnx.export(model, tuple(inputs), f"{stem}.onnx", opset_version=OPSET,
-                          input_names=[f"input.{i}" for i in range(len(inputs))],
-                          output_names=[f"output.{i}" for i in range(len(outputs))], do_constant_folding=True)
+        _export_onnx(model, inputs, outputs, f"{stem}.onnx")
     except Exception as e:  # noqa: BLE001
         _write_error(f"{stem}.onnx_error", e)
     with open(f"{stem}.flops", "w") as f:
