@@ -15,40 +15,42 @@
 
 namespace rml::detail {
 
-/// Whether op rule `rule` admits `d` as the kernel dtype (the dtype of input 0).
-constexpr bool kernel_dtype_allowed(DTypeRule rule, DType d) noexcept {
-  switch (rule) {
-    case DTypeRule::f32_only:
-    case DTypeRule::argmax: return d == DType::f32;
-    case DTypeRule::any_same:
-    case DTypeRule::gather:
-    case DTypeRule::cast: return d == DType::f32 || d == DType::i32;
-  }
-  return false;
-}
-
 /// The kernel of (Op, D). Each op family lists its ops; an op in none of them fails to compile.
 template <OpCode Op, DType D>
 constexpr KernelFn kernel_for() {
   using T = dtype_type_t<D>;
-  if constexpr (is_unary(Op)) return &unary_kernel<Op, T>;
-  else if constexpr (is_binary(Op)) return &binary_kernel<Op, T>;
-  else if constexpr (Op == OpCode::Where) return &where_kernel<T>;
-  else if constexpr (Op == OpCode::MatMul) return &matmul_kernel<T>;
-  else if constexpr (Op == OpCode::Conv2d) return &conv2d_kernel<T>;
-  else if constexpr (Op == OpCode::MaxPool2d || Op == OpCode::AvgPool2d) return &pool2d_kernel<Op, T>;
+  if constexpr (is_unary(Op))
+    return &unary_kernel<Op, T>;
+  else if constexpr (is_binary(Op))
+    return &binary_kernel<Op, T>;
+  else if constexpr (Op == OpCode::Where)
+    return &where_kernel<T>;
+  else if constexpr (Op == OpCode::MatMul)
+    return &matmul_kernel<T>;
+  else if constexpr (Op == OpCode::Conv2d)
+    return &conv2d_kernel<T>;
+  else if constexpr (Op == OpCode::MaxPool2d || Op == OpCode::AvgPool2d)
+    return &pool2d_kernel<Op, T>;
   else if constexpr (Op == OpCode::Sum || Op == OpCode::Mean || Op == OpCode::Max || Op == OpCode::Min)
     return &reduce_kernel<Op, T>;
-  else if constexpr (Op == OpCode::Softmax) return &softmax_kernel<T>;
-  else if constexpr (Op == OpCode::ArgMax) return &argmax_kernel<T>;
-  else if constexpr (Op == OpCode::Reshape || Op == OpCode::Copy) return &copy_kernel<T>;
+  else if constexpr (Op == OpCode::Softmax)
+    return &softmax_kernel<T>;
+  else if constexpr (Op == OpCode::ArgMax)
+    return &argmax_kernel<T>;
+  else if constexpr (Op == OpCode::Reshape || Op == OpCode::Copy)
+    return &copy_kernel<T>;
   else if constexpr (Op == OpCode::Transpose || Op == OpCode::Slice || Op == OpCode::Expand)
     return &strided_copy_kernel<T>;
-  else if constexpr (Op == OpCode::Pad) return &pad_kernel<T>;
-  else if constexpr (Op == OpCode::Concat) return &concat_kernel<T>;
-  else if constexpr (Op == OpCode::Gather) return &gather_kernel<T>;
-  else if constexpr (Op == OpCode::Cast) return &cast_kernel<T>;
-  else static_assert(dependent_false<T>, "rml: an op the op table allows has no kernel; add it to kernel_for()");
+  else if constexpr (Op == OpCode::Pad)
+    return &pad_kernel<T>;
+  else if constexpr (Op == OpCode::Concat)
+    return &concat_kernel<T>;
+  else if constexpr (Op == OpCode::Gather)
+    return &gather_kernel<T>;
+  else if constexpr (Op == OpCode::Cast)
+    return &cast_kernel<T>;
+  else
+    static_assert(dependent_false<T>, "rml: an op the op table allows has no kernel; add it to kernel_for()");
 }
 
 inline Status no_kernel(const Kernel& k, const KernelArgs&) {
@@ -58,8 +60,10 @@ inline Status no_kernel(const Kernel& k, const KernelArgs&) {
 /// A pair the op table rules out gets `no_kernel` and is never instantiated.
 template <OpCode Op, DType D>
 constexpr KernelFn table_entry() {
-  if constexpr (kernel_dtype_allowed(op_info(Op).dtypes, D)) return kernel_for<Op, D>();
-  else return &no_kernel;
+  if constexpr (dtype_rule_admits(op_info(Op).dtypes, D))
+    return kernel_for<Op, D>();
+  else
+    return &no_kernel;
 }
 
 template <std::size_t Op, std::size_t... D>

@@ -57,13 +57,30 @@ inline std::optional<std::size_t> safetensors_dtype_size(std::string_view dtype)
   return std::nullopt;
 }
 
-inline std::optional<DType> dtype_from_safetensors(std::string_view dtype) noexcept {
-  if (dtype == "F32") return DType::f32;
-  if (dtype == "I32") return DType::i32;
-  return std::nullopt;
+inline std::string_view dtype_to_safetensors(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::i32:
+      return "I32";
+    case DType::f16:
+      return "F16";
+    case DType::bf16:
+      return "BF16";
+    case DType::i64:
+      return "I64";
+    case DType::boolean:
+      return "BOOL";
+    case DType::f32:
+    case DType::count_:
+      break;
+  }
+  return "F32";
 }
 
-inline std::string_view dtype_to_safetensors(DType dtype) noexcept { return dtype == DType::i32 ? "I32" : "F32"; }
+inline std::optional<DType> dtype_from_safetensors(std::string_view dtype) noexcept {
+  for (std::size_t i = 0; i < dtype_count; ++i)
+    if (dtype_to_safetensors(static_cast<DType>(i)) == dtype) return static_cast<DType>(i);
+  return std::nullopt;
+}
 
 }  // namespace detail
 

@@ -9,18 +9,61 @@
 #include <span>
 #include <string_view>
 
+#include "rml/core/dtype.hpp"
+
 namespace rml {
 
 /// Every op. The numbers are stored in files: append only, before `count_`. Rows of the tables
 /// below follow this order (unary ops, then binary ops, then the others).
 enum class OpCode : std::uint16_t {
   // unary
-  Neg, Abs, Relu, Sigmoid, Tanh, Exp, Log, Sqrt, Rsqrt, Reciprocal, Erf, Gelu, Silu, Sin, Cos,
+  Neg,
+  Abs,
+  Relu,
+  Sigmoid,
+  Tanh,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Reciprocal,
+  Erf,
+  Gelu,
+  Silu,
+  Sin,
+  Cos,
   // binary
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum, Equal, Less, Greater,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Maximum,
+  Minimum,
+  Equal,
+  Less,
+  Greater,
   // other
-  MatMul, Conv2d, MaxPool2d, AvgPool2d, Sum, Mean, Max, Min, Softmax, ArgMax,
-  Reshape, Transpose, Concat, Slice, Expand, Pad, Copy, Gather, Cast, Where,
+  MatMul,
+  Conv2d,
+  MaxPool2d,
+  AvgPool2d,
+  Sum,
+  Mean,
+  Max,
+  Min,
+  Softmax,
+  ArgMax,
+  Reshape,
+  Transpose,
+  Concat,
+  Slice,
+  Expand,
+  Pad,
+  Copy,
+  Gather,
+  Cast,
+  Where,
   count_,
 };
 
@@ -33,12 +76,18 @@ enum class AttrKind : std::uint8_t { integer, number, boolean, string, integers,
 /// `int`, `float`, `bool`, `string`, `ints`, `floats`.
 constexpr std::string_view attr_kind_name(AttrKind kind) noexcept {
   switch (kind) {
-    case AttrKind::integer: return "int";
-    case AttrKind::number: return "float";
-    case AttrKind::boolean: return "bool";
-    case AttrKind::string: return "string";
-    case AttrKind::integers: return "ints";
-    case AttrKind::numbers: return "floats";
+    case AttrKind::integer:
+      return "int";
+    case AttrKind::number:
+      return "float";
+    case AttrKind::boolean:
+      return "bool";
+    case AttrKind::string:
+      return "string";
+    case AttrKind::integers:
+      return "ints";
+    case AttrKind::numbers:
+      return "floats";
   }
   return "?";
 }
@@ -63,6 +112,21 @@ enum class DTypeRule : std::uint8_t {
   cast,      ///< input f32 or i32; output dtype is attribute `to`
   argmax,    ///< input f32; output i32
 };
+
+/// Whether rule `rule` admits `d` as the dtype of input 0 (the dtype its kernel is chosen by).
+/// The checker and the kernel table both ask this, so a pair that checks always has a kernel.
+constexpr bool dtype_rule_admits(DTypeRule rule, DType d) noexcept {
+  switch (rule) {
+    case DTypeRule::f32_only:
+    case DTypeRule::argmax:
+      return d == DType::f32;
+    case DTypeRule::any_same:
+    case DTypeRule::gather:
+    case DTypeRule::cast:
+      return d == DType::f32 || d == DType::i32;
+  }
+  return false;
+}
 
 /// A row of an op table.
 struct OpInfo {
@@ -265,9 +329,7 @@ constexpr const OpInfo& op_info(OpCode c) noexcept {
 /// The snake_case name (`matmul`).
 constexpr std::string_view op_name(OpCode c) noexcept { return c < OpCode::count_ ? op_info(c).name : "?"; }
 /// The CamelCase name (`MatMul`).
-constexpr std::string_view op_code_name(OpCode c) noexcept {
-  return c < OpCode::count_ ? op_info(c).code_name : "?";
-}
+constexpr std::string_view op_code_name(OpCode c) noexcept { return c < OpCode::count_ ? op_info(c).code_name : "?"; }
 
 /// The op named `name` (snake_case), or nothing.
 constexpr std::optional<OpCode> find_op(std::string_view name) noexcept {

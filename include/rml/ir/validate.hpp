@@ -64,7 +64,7 @@ inline Status gate_fail(const std::string& where, const std::string& what) {
 inline Status validate_value_type(const ValueDef& value, const std::string& where) {
   if (static_cast<std::size_t>(value.type.dtype) >= dtype_count)
     return gate_fail(where + ".dtype",
-                     "dtype " + std::to_string(static_cast<unsigned>(value.type.dtype)) + " is not f32 or i32");
+                     "dtype " + std::to_string(static_cast<unsigned>(value.type.dtype)) + " is not a dtype rml knows");
   const Shape& shape = value.type.shape;
   for (std::size_t d = 0; d < shape.rank(); ++d)
     if (shape[d] < 0)

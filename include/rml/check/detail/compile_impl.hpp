@@ -147,6 +147,10 @@ inline Status check_signature(const OpInfo& info, std::span<const TensorType> in
                               std::string(dtype_name(d)) + ", got " + in[i].to_string());
     return {};
   };
+  if (n > 0 && info.dtypes != DTypeRule::f32_only && info.dtypes != DTypeRule::argmax &&
+      !dtype_rule_admits(info.dtypes, in[0].dtype))
+    return invalid_argument("does not compute on " + std::string(dtype_name(in[0].dtype)) + " (input 0 is " +
+                            in[0].to_string() + ")");
   switch (info.dtypes) {
     case DTypeRule::f32_only:
     case DTypeRule::argmax:
@@ -574,7 +578,8 @@ inline Result<CompiledOp> compile_gather(const AttrReader& attrs, std::span<cons
 inline Result<CompiledOp> compile_cast(const AttrReader& attrs, const TensorType& in) {
   const std::string_view to = attrs.get_string("to");
   const auto d = parse_dtype(to);
-  if (!d) return invalid_argument("attribute 'to' must be \"f32\" or \"i32\", got \"" + std::string(to) + "\"");
+  if (!d || !dtype_rule_admits(DTypeRule::cast, *d))
+    return invalid_argument("attribute 'to' must be \"f32\" or \"i32\", got \"" + std::string(to) + "\"");
   return single(*d, in.shape.dims(), Kernel{OpCode::Cast, in.dtype, CastPlan{in.shape.numel(), *d}});
 }
 

@@ -95,11 +95,20 @@ inline void json_append_ids(std::string& out, std::span<const ValueId> ids) {
   out += ']';
 }
 
-inline bool all_finite(const Tensor& t) {
-  if (t.dtype() != DType::f32) return true;
-  for (float f : t.span<float>())
-    if (!std::isfinite(f)) return false;
-  return true;
+/// Whether every element survives a trip through a JSON number (read back as a double): floats
+/// must be finite, i64 values within ±2^53. Other constants are stored in the weights file.
+inline bool json_exact(const Tensor& t) {
+  return visit_dtype(t.dtype(), [&](auto d) {
+    using T = dtype_type_t<decltype(d)::value>;
+    for (const T v : t.span<T>()) {
+      if constexpr (std::is_same_v<T, std::int64_t>) {
+        if (v > (std::int64_t{1} << 53) || v < -(std::int64_t{1} << 53)) return false;
+      } else if constexpr (!std::is_integral_v<T>) {
+        if (!std::isfinite(static_cast<float>(v))) return false;
+      }
+    }
+    return true;
+  });
 }
 
 RML_SPLIT_API Result<ConstantLayout> layout_constants(const GraphDef& def) {
@@ -118,7 +127,7 @@ RML_SPLIT_API Result<ConstantLayout> layout_constants(const GraphDef& def) {
     if (c.data.type() != def.values[c.value].type)
       return invalid_argument(where + ": data is " + c.data.type().to_string() + " but value " +
                               std::to_string(c.value) + " is " + def.values[c.value].type.to_string());
-    if (c.inline_data && all_finite(c.data)) continue;
+    if (c.inline_data && json_exact(c.data)) continue;
     Key key{c.data.storage().get(), c.data.storage_offset(), c.data.dtype(), c.data.shape().dims()};
     if (auto it = by_storage.find(key); it != by_storage.end()) {
       layout.stored_name[i] = it->second;
@@ -198,10 +207,12 @@ RML_SPLIT_API Result<std::string> graph_to_json(const GraphDef& def, const detai
         const auto values = c.data.span<T>();
         for (std::size_t k = 0; k < values.size(); ++k) {
           if (k) out += ", ";
-          if constexpr (std::is_same_v<T, float>)
-            detail::json_append_float(out, values[k]);
-          else
+          if constexpr (std::is_same_v<T, bool>)
+            out += values[k] ? '1' : '0';
+          else if constexpr (std::is_integral_v<T>)
             detail::json_append_integer(out, values[k]);
+          else
+            detail::json_append_float(out, static_cast<float>(values[k]));
         }
       });
       out += ']';

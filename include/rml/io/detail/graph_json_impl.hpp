@@ -367,7 +367,8 @@ class GraphJsonParser {
           std::string_view text;
           if (auto e = f.get_string().get(text); e) return read_error(e, where / "dtype", "a string");
           const auto dtype = parse_dtype(text);
-          if (!dtype) return bad(where / "dtype", "'" + std::string(text) + "' is not f32 or i32");
+          if (!dtype)
+            return bad(where / "dtype", "'" + std::string(text) + "' is not a dtype (f32, f16, bf16, i32, i64, bool)");
           value.type.dtype = *dtype;
           have_dtype = true;
           return {};
@@ -683,9 +684,7 @@ class GraphJsonParser {
         if (known == bound_.end()) {
           auto tensor = weights_->get(c.tensor);
           if (!tensor.ok()) {
-            if (tensor.error().code() == Code::invalid_argument)
-              return bad(where, "tensor '" + c.tensor + "' is stored as " + entry->dtype +
-                                    ", which rml does not read (F32 and I32 only)");
+            if (tensor.error().code() == Code::invalid_argument) return bad(where, tensor.error().message());
             return tensor.error();
           }
           RML_RETURN_IF_ERROR(charge_map_entry<decltype(bound_)>(where));
@@ -703,12 +702,33 @@ class GraphJsonParser {
           return bad(where / "data", std::to_string(raw.data.size()) + " numbers, but " + value_label(id) +
                                          " is recorded as " + type.to_string() + " (" + std::to_string(n) +
                                          " elements)");
-        if (type.dtype == DType::i32) {
+        if (!is_float_dtype(type.dtype)) {
+          // Integers must be exact: i64 beyond ±2^53 cannot be a JSON number read as a double.
+          const auto [lo, hi] = type.dtype == DType::i32       ? std::pair{-2147483648.0, 2147483647.0}
+                                : type.dtype == DType::boolean ? std::pair{0.0, 1.0}
+                                                               : std::pair{-9007199254740992.0, 9007199254740992.0};
           for (std::size_t k = 0; k < raw.data.size(); ++k) {
             const double d = raw.data[k];
-            if (!(d == std::floor(d) && d >= std::numeric_limits<std::int32_t>::min() &&
-                  d <= std::numeric_limits<std::int32_t>::max()))
-              return bad((where / "data")[k], "is not an i32, but " + value_label(id) + " is i32");
+            if (!(d == std::floor(d) && d >= lo && d <= hi))
+              return bad((where / "data")[k], std::string(type.dtype == DType::boolean ? "is not a " : "is not an ") +
+                                                  std::string(dtype_name(type.dtype)) + ", but " + value_label(id) +
+                                                  " is " + std::string(dtype_name(type.dtype)));
+          }
+        } else {
+          // A number the dtype cannot hold would become inf: refused, not rounded away.
+          for (std::size_t k = 0; k < raw.data.size(); ++k) {
+            const double d = raw.data[k];
+            const bool fits = visit_dtype(type.dtype, [&](auto dd) {
+              using T = dtype_type_t<decltype(dd)::value>;
+              if constexpr (std::is_integral_v<T>)
+                return true;
+              else
+                return std::abs(d) < 0x1.ffffffp127 &&  // rounds to a finite f32
+                       std::isfinite(static_cast<float>(T(static_cast<float>(d))));
+            });
+            if (!fits)
+              return bad((where / "data")[k], "is out of range for " + std::string(dtype_name(type.dtype)) +
+                                                  ", the dtype of " + value_label(id));
           }
         }
         // The tensor and its storage: as many elements as the document has numbers.
@@ -717,7 +737,12 @@ class GraphJsonParser {
         visit_dtype(type.dtype, [&](auto d) {
           using T = dtype_type_t<decltype(d)::value>;
           T* out = c.data.mutable_data<T>();
-          for (std::size_t k = 0; k < raw.data.size(); ++k) out[k] = static_cast<T>(raw.data[k]);
+          for (std::size_t k = 0; k < raw.data.size(); ++k) {
+            if constexpr (std::is_integral_v<T>)
+              out[k] = static_cast<T>(raw.data[k]);
+            else
+              out[k] = T(static_cast<float>(raw.data[k]));
+          }
         });
       }
       def_.constants.push_back(std::move(c));

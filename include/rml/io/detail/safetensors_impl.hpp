@@ -45,8 +45,15 @@ RML_SPLIT_API Result<Tensor> SafetensorsReader::get(std::string_view name) const
   const auto dtype = detail::dtype_from_safetensors(e->dtype);
   if (!dtype)
     return invalid_argument(path_ + ": tensor '" + e->name + "' is stored as " + e->dtype +
-                            "; rml reads F32 and I32 only");
+                            "; rml reads F32, F16, BF16, I32, I64 and BOOL");
   const std::size_t offset = data_start_ + static_cast<std::size_t>(e->begin);
+  if (*dtype == DType::boolean) {  // a bool byte other than 0 or 1 is not a bool
+    const auto* bytes = reinterpret_cast<const unsigned char*>(file_->data() + offset);
+    for (std::uint64_t i = 0; i < e->end - e->begin; ++i)
+      if (bytes[i] > 1)
+        return invalid_argument(path_ + ": tensor '" + e->name + "' is BOOL but its byte " + std::to_string(i) +
+                                " is " + std::to_string(bytes[i]) + ", not 0 or 1");
+  }
   TensorType type{*dtype, e->shape};
   const auto address = reinterpret_cast<std::uintptr_t>(file_->data() + offset);
   if (address % element_size(*dtype) != 0) {
