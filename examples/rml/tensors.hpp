@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -24,12 +25,17 @@
 
 namespace rml_cli {
 
-// Every element of `t` as a double, in order (f32 and i32 convert exactly).
+// Every element of `t` as a double, in order (all but i64 beyond ±2^53 convert exactly).
 template <typename F>
 void for_each_element(const rml::Tensor& t, F&& f) {
   rml::visit_dtype(t.dtype(), [&](auto d) {
     using T = rml::dtype_type_t<decltype(d)::value>;
-    for (T v : t.span<T>()) f(static_cast<double>(v));
+    for (T v : t.span<T>()) {
+      if constexpr (std::is_arithmetic_v<T>)
+        f(static_cast<double>(v));
+      else
+        f(static_cast<double>(static_cast<float>(v)));  // f16, bf16
+    }
   });
 }
 

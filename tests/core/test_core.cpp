@@ -47,8 +47,15 @@ TEST_CASE("DType names and sizes") {
   CHECK(dtype_name(DType::i32) == "i32");
   CHECK(element_size(DType::i32) == 4);
   CHECK(parse_dtype("i32") == DType::i32);
-  CHECK(!parse_dtype("f16").has_value());
+  CHECK(element_size(DType::f16) == 2);
+  CHECK(element_size(DType::bf16) == 2);
+  CHECK(element_size(DType::i64) == 8);
+  CHECK(element_size(DType::boolean) == 1);
+  for (const char* name : {"f32", "i32", "f16", "bf16", "i64", "bool"}) CHECK(dtype_name(*parse_dtype(name)) == name);
+  CHECK(!parse_dtype("f64").has_value());
+  CHECK(!parse_dtype("F16").has_value());
   static_assert(std::is_same_v<dtype_type_t<DType::f32>, float>);
+  static_assert(std::is_same_v<dtype_type_t<DType::boolean>, bool>);
 }
 
 TEST_CASE("Shape and TensorType print and check overflow") {
