@@ -283,16 +283,17 @@ def winograd_cases():
     """3x3 stride-1 convolutions that take the Winograd F(4, 3) path (kernels/winograd.hpp): planes
     that are not multiples of the 4x4 tile, pads 0, 1, 2 and asymmetric, batches, channel counts that
     are not multiples of the SIMD width; without an epilogue, with a bias, with a fused relu or
-    relu6. "split" has tiles enough for each of 2 threads to take a range, the others share each
-    pass's stages at 2 threads; "chunks" takes two passes on 1 thread. Their own generator."""
+    relu6; channels above the path's thresholds. "split" has tiles enough for each of 2 threads to
+    take a range, the others share each pass's stages at 2 threads; "chunks" takes several passes.
+    Their own generator."""
     r = np.random.default_rng(20266)
     cases = {
-        "odd_pad1": dict(x=(2, 19, 13, 11), w=(21, 19), pads=[1, 1, 1, 1], bias=True, act="relu"),
-        "pad0": dict(x=(1, 17, 18, 15), w=(24, 17), pads=[0, 0, 0, 0]),
-        "pad2": dict(x=(2, 16, 9, 10), w=(17, 16), pads=[2, 2, 2, 2], bias=True),
-        "asym_pad": dict(x=(1, 20, 14, 13), w=(18, 20), pads=[0, 2, 1, 1], bias=True, act="relu6"),
-        "split": dict(x=(2, 24, 30, 26), w=(33, 24), pads=[1, 1, 1, 1], bias=True, act="relu"),
-        "chunks": dict(x=(3, 24, 32, 33), w=(24, 24), pads=[1, 1, 1, 1]),
+        "odd_pad1": dict(x=(2, 49, 13, 11), w=(51, 49), pads=[1, 1, 1, 1], bias=True, act="relu"),
+        "pad0": dict(x=(1, 50, 18, 15), w=(53, 50), pads=[0, 0, 0, 0]),
+        "pad2": dict(x=(2, 48, 9, 10), w=(50, 48), pads=[2, 2, 2, 2], bias=True),
+        "asym_pad": dict(x=(1, 52, 14, 13), w=(49, 52), pads=[0, 2, 1, 1], bias=True, act="relu6"),
+        "split": dict(x=(2, 49, 22, 20), w=(50, 49), pads=[1, 1, 1, 1], bias=True, act="relu"),
+        "chunks": dict(x=(2, 48, 24, 26), w=(48, 48), pads=[1, 1, 1, 1]),
     }
     for name, spec in cases.items():
         o, ci = spec["w"]

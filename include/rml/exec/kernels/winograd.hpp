@@ -136,12 +136,14 @@ inline bool winograd_applies(const Conv2dPlan& p) noexcept {
          p.groups == 1 && p.oh > 0 && p.ow > 0 && p.c > 0 && p.o > 0;
 }
 
-/// Whether Winograd with m x m tiles is expected to beat the packed direct path for `p`: enough
-/// channels for the products to outweigh the transforms, tiles that cover at most 1.8x the output
-/// plane (rounding up to whole tiles), and at least 16 tiles so a product has rows enough for GEBP
-/// (see docs/ops.md for the measurements behind the numbers).
+/// Whether Winograd with m x m tiles is expected to beat the packed direct path for `p`: channels
+/// enough for the products to outweigh the transforms (at least 48 in and out for F(2, 3), 32 for
+/// F(4, 3)), tiles that cover at most 1.8x the output plane (rounding up to whole tiles), and at
+/// least 16 tiles so a product has rows enough for GEBP. The thresholds come from timing single
+/// convolutions (docs/ops.md).
 inline bool winograd_pays(const Conv2dPlan& p, std::int64_t m) noexcept {
-  if (!winograd_applies(p) || p.c < 16 || p.o < 16) return false;
+  const std::int64_t min_channels = m == 2 ? 48 : 32;
+  if (!winograd_applies(p) || p.c < min_channels || p.o < min_channels) return false;
   const std::int64_t th = (p.oh + m - 1) / m, tw = (p.ow + m - 1) / m;
   return m * m * th * tw * 10 <= p.oh * p.ow * 18 && p.n * th * tw >= 16;
 }
@@ -206,15 +208,15 @@ std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p
   return ww;
 }
 
-/// Where a group of up to kLanes tiles sits: per tile, its image and its top-left output position.
+/// A group of up to kLanes consecutive tiles of one tile row: its image, its top-left output
+/// position, and how many tiles it holds. Groups start at `t` and never cross a tile row, so their
+/// input and output rows are contiguous runs.
 struct WinogradGroup {
-  std::int64_t count = 0;
-  std::int64_t image[WinogradWeights::kLanes], oy[WinogradWeights::kLanes], ox[WinogradWeights::kLanes];
-  WinogradGroup(const WinogradWeights& ww, std::int64_t t0, std::int64_t count_) noexcept : count(count_) {
-    for (std::int64_t l = 0; l < count; ++l) {
-      const std::int64_t t = t0 + l, r = t % ww.tiles;
-      image[l] = t / ww.tiles, oy[l] = r / ww.tiles_w * ww.m, ox[l] = r % ww.tiles_w * ww.m;
-    }
+  std::int64_t count = 0, image = 0, oy = 0, ox = 0;
+  WinogradGroup(const WinogradWeights& ww, std::int64_t t, std::int64_t most) noexcept {
+    const std::int64_t r = t % ww.tiles, tx = r % ww.tiles_w;
+    image = t / ww.tiles, oy = r / ww.tiles_w * ww.m, ox = tx * ww.m;
+    count = std::min({WinogradWeights::kLanes, most, ww.tiles_w - tx});
   }
 };
 
@@ -223,28 +225,45 @@ template <int M>
 void winograd_input(const Conv2dPlan& p, const WinogradWeights& ww, const float* x, std::int64_t t0, std::int64_t nt,
                     std::int64_t c0, std::int64_t c1, float* v) {
   using X = WinogradTransforms<M>;
-  constexpr std::int64_t L = WinogradWeights::kLanes, S = M + 2;
+  constexpr std::int64_t L = WinogradWeights::kLanes, S = M + 2, W = M * L + 2;
+  alignas(64) float rows[S * W];  // the group's S input rows, zero outside the input
   alignas(64) float d[S * S * L];
   alignas(64) float tmp[S * S * L];
-  for (std::int64_t g0 = 0; g0 < nt; g0 += L) {
-    const WinogradGroup grp(ww, t0 + g0, std::min(L, nt - g0));
+  for (std::int64_t g0 = 0; g0 < nt;) {
+    const WinogradGroup grp(ww, t0 + g0, nt - g0);
+    const std::int64_t iy0 = grp.oy - p.pad_top, ix0 = grp.ox - p.pad_left;
+    // Columns [ja, jb) of a row buffer lie inside the input (the same for every row).
+    const std::int64_t ja = std::clamp<std::int64_t>(-ix0, 0, W), jb = std::clamp<std::int64_t>(p.w - ix0, ja, W);
     for (std::int64_t ci = c0; ci < c1; ++ci) {
-      // d[i][j][l]: input row oy - pad_top + i, column ox - pad_left + j of tile l, 0 outside.
-      std::fill_n(d, S * S * L, 0.0f);
-      for (std::int64_t l = 0; l < grp.count; ++l) {
-        const float* plane = x + (grp.image[l] * p.c + ci) * p.h * p.w;
-        const std::int64_t iy0 = grp.oy[l] - p.pad_top, ix0 = grp.ox[l] - p.pad_left;
-        const std::int64_t i0 = std::max<std::int64_t>(0, -iy0), i1 = std::min<std::int64_t>(S, p.h - iy0);
-        const std::int64_t j0 = std::max<std::int64_t>(0, -ix0), j1 = std::min<std::int64_t>(S, p.w - ix0);
-        for (std::int64_t i = i0; i < i1; ++i) {
-          const float* row = plane + (iy0 + i) * p.w + ix0;
-          for (std::int64_t j = j0; j < j1; ++j) d[(i * S + j) * L + l] = row[j];
+      const float* plane = x + (grp.image * p.c + ci) * p.h * p.w;
+      for (std::int64_t i = 0; i < S; ++i) {
+        float* row = rows + i * W;
+        const std::int64_t iy = iy0 + i;
+        if (iy < 0 || iy >= p.h || ja == jb) {
+          std::fill_n(row, W, 0.0f);
+          continue;
         }
+        std::fill_n(row, ja, 0.0f);
+        std::copy(plane + iy * p.w + ix0 + ja, plane + iy * p.w + ix0 + jb, row + ja);
+        std::fill(row + jb, row + W, 0.0f);
       }
+      // d[i][j][l] = row i, column M * l + j: tile l's input (tiles past count read zeros or
+      // neighbours; their results are not stored).
+      for (std::int64_t i = 0; i < S; ++i)
+        for (std::int64_t j = 0; j < S; ++j)
+          for (std::int64_t l = 0; l < L; ++l) d[(i * S + j) * L + l] = rows[i * W + M * l + j];
       for (std::int64_t j = 0; j < S; ++j) X::template input<L>(d + j * L, S * L, tmp + j * L, S * L);  // columns
       for (std::int64_t i = 0; i < S; ++i) X::template input<L>(tmp + i * S * L, L, d + i * S * L, L);  // rows
-      for (std::int64_t e = 0; e < S * S; ++e) std::copy_n(d + e * L, grp.count, v + (e * ww.c + ci) * ww.chunk + g0);
+      float* dst = v + ci * ww.chunk + g0;
+      const std::int64_t step = ww.c * ww.chunk;
+      if (grp.count == L) {
+        for (std::int64_t e = 0; e < S * S; ++e)
+          for (std::int64_t l = 0; l < L; ++l) dst[e * step + l] = d[e * L + l];
+      } else {
+        for (std::int64_t e = 0; e < S * S; ++e) std::copy_n(d + e * L, grp.count, dst + e * step);
+      }
     }
+    g0 += grp.count;
   }
 }
 
@@ -272,26 +291,35 @@ void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float
                      std::int64_t o0, std::int64_t o1, const Epilogue& epi, float* y) {
   using X = WinogradTransforms<M>;
   constexpr std::int64_t L = WinogradWeights::kLanes, S = M + 2, T = M;
-  alignas(64) float in[S * S * L];
+  alignas(64) float in[S * S * L] = {};
   alignas(64) float tmp[T * S * L];
   alignas(64) float out[T * T * L];
-  const std::int64_t plane = p.oh * p.ow;
-  for (std::int64_t g0 = 0; g0 < nt; g0 += L) {
-    const WinogradGroup grp(ww, t0 + g0, std::min(L, nt - g0));
-    if (grp.count < L) std::fill_n(in, S * S * L, 0.0f);
+  alignas(64) float row[T * L];
+  const std::int64_t plane = p.oh * p.ow, step = ww.o * ww.chunk;
+  for (std::int64_t g0 = 0; g0 < nt;) {
+    const WinogradGroup grp(ww, t0 + g0, nt - g0);
+    const std::int64_t rows = std::min(T, p.oh - grp.oy), cols = std::min(T * grp.count, p.ow - grp.ox);
     for (std::int64_t oc = o0; oc < o1; ++oc) {
-      for (std::int64_t e = 0; e < S * S; ++e) std::copy_n(m + (e * ww.o + oc) * ww.chunk + g0, grp.count, in + e * L);
+      const float* src = m + oc * ww.chunk + g0;
+      if (grp.count == L) {
+        for (std::int64_t e = 0; e < S * S; ++e)
+          for (std::int64_t l = 0; l < L; ++l) in[e * L + l] = src[e * step + l];
+      } else {
+        for (std::int64_t e = 0; e < S * S; ++e) std::copy_n(src + e * step, grp.count, in + e * L);
+      }
       for (std::int64_t j = 0; j < S; ++j) X::template output<L>(in + j * L, S * L, tmp + j * L, S * L);   // columns
       for (std::int64_t i = 0; i < T; ++i) X::template output<L>(tmp + i * S * L, L, out + i * T * L, L);  // rows
       if (epi.bias) ArrayMap(out, T * T * L) += epi.bias[oc];
       if (!epi.chain.empty()) unary_chain(epi.chain, out, out, T * T * L);
-      for (std::int64_t l = 0; l < grp.count; ++l) {
-        float* dst = y + (grp.image[l] * p.o + oc) * plane + grp.oy[l] * p.ow + grp.ox[l];
-        const std::int64_t rows = std::min(T, p.oh - grp.oy[l]), cols = std::min(T, p.ow - grp.ox[l]);
-        for (std::int64_t i = 0; i < rows; ++i)
-          for (std::int64_t j = 0; j < cols; ++j) dst[i * p.ow + j] = out[(i * T + j) * L + l];
+      // Output row i of the group: column T * l + j is out[i][j][l]; its first `cols` are inside.
+      float* dst = y + (grp.image * p.o + oc) * plane + grp.oy * p.ow + grp.ox;
+      for (std::int64_t i = 0; i < rows; ++i) {
+        for (std::int64_t j = 0; j < T; ++j)
+          for (std::int64_t l = 0; l < L; ++l) row[T * l + j] = out[(i * T + j) * L + l];
+        std::copy_n(row, cols, dst + i * p.ow);
       }
     }
+    g0 += grp.count;
   }
 }
 
