@@ -1,5 +1,4 @@
-// Winograd F(2x2, 3x3) and F(4x4, 3x3) conv2d for 3x3, stride-1, undilated, ungrouped convolutions
-// with constant weights.
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) conv2d: 3x3 kernel, stride 1, no dilation, one group, constant weights.
 #pragma once
 
 #include <algorithm>
@@ -21,7 +20,7 @@ namespace rml::detail {
 // M_e[o, tiles] = U_e[o, c] V_e[c, tiles] (GEBP over U_e packed at create), and transforms M back
 // with A^T, adding the bias and the fused activations before the tile is stored. Per output position
 // that is (m + 2)^2 / m^2 products of c multiply-adds instead of 9: 2.25x fewer for F(2, 3), 4x for
-// F(4, 3), bought with the transforms' extra work and a larger rounding error; F(4, 3)'s exceeds the
+// F(4, 3), bought with the transforms' extra work and a larger rounding error; F(4, 3)'s can exceed the
 // conformance tolerance (docs/ops.md), so F(2, 3) is the default (rml::Winograd).
 //
 // The transforms run over kLanes tiles at a time, each value a short array across the tiles, so they
