@@ -22,7 +22,8 @@
 // $RML_ZOO_DIR (default ./bench_zoo, shared with bench_zoo) by `gen_zoo.py --keep-onnx`. ORT needs
 // $RML_ORT_DIR (see docs/exporters.md). `--quick` (or RML_BENCH_QUICK=1) runs 3 timed runs per cell instead of
 // 20; RML_BENCH_RUNS=<n> sets the count. Not a Google Benchmark program: every figure comes from a process of
-// its own, and all three engines are timed the same way (median of single runs).
+// its own, and all three engines are timed the same way (median of single runs). RML_WINOGRAD=off|f2|f4 sets
+// rml's ExecutorOptions::winograd (default f2), to compare its convolution paths against the same peers.
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -192,7 +193,11 @@ int run_child(const fs::path& dir, const std::string& stem, int threads, int run
     std::cout << "error: load: " << graph.status().to_string() << "\n";
     return 1;
   }
-  auto exec = rml::Executor::create(*graph, rml::ExecutorOptions{threads});
+  rml::ExecutorOptions options{threads};
+  // RML_WINOGRAD=off|f2|f4 picks rml's 3x3 convolution path (ExecutorOptions::winograd; default f2).
+  const std::string winograd = env_or("RML_WINOGRAD", "f2");
+  options.winograd = winograd == "off" ? rml::Winograd::off : winograd == "f4" ? rml::Winograd::f4 : rml::Winograd::f2;
+  auto exec = rml::Executor::create(*graph, options);
   if (!exec.ok()) {
     std::cout << "error: Executor::create: " << exec.status().to_string() << "\n";
     return 1;
@@ -332,6 +337,7 @@ int main(int argc, char** argv) {
   if (!fs::exists(zoo_dir / "resnet18_b1.onnx") && !generate(source, zoo_dir, "--keep-onnx")) return 1;
 
   std::printf("# FMA peak: %d chains of %s FMAs, -O3 -march=native\n", kChains, kVectorName);
+  std::printf("# rml's Winograd transforms: %s (RML_WINOGRAD)\n", env_or("RML_WINOGRAD", "f2").c_str());
   const double peak_before[3] = {0, fma_peak(1), fma_peak(2)};
   std::printf("# peak before the models: %.1f GFLOP/s at 1 thread, %.1f at 2\n", peak_before[1], peak_before[2]);
   std::fflush(stdout);

@@ -102,6 +102,43 @@ TEST_CASE("every op matches NumPy (executor, 1 and 2 threads)") {
   }
 }
 
+TEST_CASE("3x3 convolutions match NumPy through each Winograd transform and without") {
+  // The conv2d_winograd_* cases run through F(2, 3) above (the default); here through the direct path
+  // and through F(4, 3), whose rounding error may exceed the suite's tolerance (docs/ops.md): it is
+  // held to four times the case's tolerance, which a wrong transform coefficient exceeds by far.
+  int ran = 0;
+  for (const auto& name : case_names()) {
+    if (name.rfind("conv2d_winograd_", 0) != 0) continue;
+    INFO("case ", name);
+    OpCase c = load_case(name);
+    for (int threads : {1, 2}) {
+      std::vector<Tensor> runs[3];
+      for (Winograd w : {Winograd::off, Winograd::f2, Winograd::f4}) {
+        ExecutorOptions options;
+        options.threads = threads;
+        options.winograd = w;
+        auto out = Executor::create(c.graph, options).value().run(c.inputs);
+        REQUIRE_MESSAGE(out.ok(), out.error().to_string());
+        runs[static_cast<int>(w)] = std::move(*out);
+      }
+      check_outputs(c, runs[0], threads == 1 ? "direct x1" : "direct x2");
+      check_outputs(c, runs[1], threads == 1 ? "F(2, 3) x1" : "F(2, 3) x2");
+      OpCase loose = c;
+      loose.rtol *= 4, loose.atol *= 4;
+      check_outputs(loose, runs[2], threads == 1 ? "F(4, 3) x1" : "F(4, 3) x2");
+      // Each transform rounds differently from the direct path: identical outputs would mean the
+      // convolution never took it.
+      const auto direct = runs[0][0].span<float>();
+      for (int k : {1, 2}) {
+        const auto got = runs[k][0].span<float>();
+        CHECK_FALSE(std::equal(got.begin(), got.end(), direct.begin(), direct.end()));
+      }
+    }
+    ++ran;
+  }
+  CHECK(ran == 6);
+}
+
 TEST_CASE("binary ops with a constant scalar fuse into their producer's step") {
   // The outputs are checked against NumPy above; here, that the fusion happened (and did not where
   // the scalar would broadcast the value to a larger shape).

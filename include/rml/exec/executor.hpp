@@ -17,6 +17,7 @@
 #include "rml/core/linkage.hpp"
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
+#include "rml/exec/conv_algorithm.hpp"
 #include "rml/exec/detail/guard.hpp"
 #include "rml/exec/detail/kernel_args.hpp"
 #include "rml/exec/detail/program.hpp"
@@ -35,6 +36,9 @@ struct ExecutorOptions {
   std::shared_ptr<const ThreadPool> pool = nullptr;
   /// The memory one run may use; create() refuses a graph that needs more (rml/exec/detail/guard.hpp).
   MemoryLimits memory{};
+  /// The Winograd transform 3x3 stride-1 convolutions with constant weights may take where it pays
+  /// (docs/ops.md says which, and the rounding error measured); Winograd::off keeps them all direct.
+  Winograd winograd = Winograd::f2;
 };
 
 namespace detail {
@@ -93,7 +97,7 @@ class Executor {
       if (c.data.defined()) RML_RETURN_IF_ERROR(c.data.storage()->verify());
     RML_ASSIGN_OR_RETURN(auto pool, detail::executor_pool(graph, options));
     const int threads = pool ? pool->threads() : 1;
-    RML_ASSIGN_OR_RETURN(auto program, detail::build_program(graph, threads, budget));
+    RML_ASSIGN_OR_RETURN(auto program, detail::build_program(graph, threads, budget, options.winograd));
     std::vector<TensorType> output_types;
     for (ValueId v : program->outputs) output_types.push_back(program->types[v]);
     RML_RETURN_IF_ERROR(detail::check_run_budget(program->arena_bytes, output_types, budget));

@@ -279,6 +279,39 @@ def conv_blocked_cases():
         c.output(c.node("relu", [conv], f32(np.maximum(y, 0))))  # fused into the conv's epilogue
         c.write()
 
+def winograd_cases():
+    """3x3 stride-1 convolutions that take the Winograd F(4, 3) path (kernels/winograd.hpp): planes
+    that are not multiples of the 4x4 tile, pads 0, 1, 2 and asymmetric, batches, channel counts that
+    are not multiples of the SIMD width; without an epilogue, with a bias, with a fused relu or
+    relu6; channels above the path's thresholds. "split" has tiles enough for each of 2 threads to
+    take a range, the others share each pass's stages at 2 threads; "chunks" takes several passes.
+    Their own generator."""
+    r = np.random.default_rng(20266)
+    cases = {
+        "odd_pad1": dict(x=(2, 49, 13, 11), w=(51, 49), pads=[1, 1, 1, 1], bias=True, act="relu"),
+        "pad0": dict(x=(1, 50, 18, 15), w=(53, 50), pads=[0, 0, 0, 0]),
+        "pad2": dict(x=(2, 48, 9, 10), w=(50, 48), pads=[2, 2, 2, 2], bias=True),
+        "asym_pad": dict(x=(1, 52, 14, 13), w=(49, 52), pads=[0, 2, 1, 1], bias=True, act="relu6"),
+        "split": dict(x=(2, 49, 22, 20), w=(50, 49), pads=[1, 1, 1, 1], bias=True, act="relu"),
+        "chunks": dict(x=(2, 48, 24, 26), w=(48, 48), pads=[1, 1, 1, 1]),
+    }
+    for name, spec in cases.items():
+        o, ci = spec["w"]
+        x, w = f32(r.standard_normal(spec["x"])), f32(r.standard_normal((o, ci, 3, 3)))
+        bias = f32(r.standard_normal(o)) if spec.get("bias") else None
+        y = conv_ref(x, w, bias, [1, 1], spec["pads"], [1, 1], 1)
+        c = Case("conv2d_winograd_" + name, tol_k(ci * 9))
+        ids = [c.input(x, "x"), c.const(w)] + ([c.const(bias)] if bias is not None else [])
+        out = c.node("conv2d", ids, f32(y), {"pads": spec["pads"]})
+        act = spec.get("act")
+        if act:  # fused into the conv's epilogue
+            y = np.maximum(y, 0)
+            out = c.node("relu", [out], f32(y))
+        if act == "relu6":
+            out = c.node("minimum", [out, c.const(f32(6.0))], f32(np.minimum(y, 6)))
+        c.output(out)
+        c.write()
+
 
 def depthwise_row_cases():
     """Depthwise convolutions whose rows are long enough to run through registers 16 outputs at a
@@ -591,6 +624,7 @@ def main():
     matmul_cases()
     conv_cases()
     conv_blocked_cases()
+    winograd_cases()
     depthwise_row_cases()
     softmax_chunked_cases()
     pool_cases()

@@ -15,6 +15,7 @@
 #include "rml/core/linkage.hpp"
 #include "rml/core/status.hpp"
 #include "rml/core/tensor.hpp"
+#include "rml/exec/conv_algorithm.hpp"
 #include "rml/exec/detail/kernel_args.hpp"
 #include "rml/exec/memory_plan.hpp"
 #include "rml/ir/graph.hpp"
@@ -97,7 +98,9 @@ class WorkspacePool {
 };
 
 /// Checks `graph` with infer_types' rules (its errors, unchanged), compiles every node, fuses,
-/// aliases, packs constant weights and plans the arena, for runs on `threads` threads.
-RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget);
+/// aliases, packs constant weights and plans the arena, for runs on `threads` threads (3x3
+/// convolutions through the `winograd` transform where it pays).
+RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget,
+                                                             Winograd winograd = Winograd::f2);
 
 }  // namespace rml::detail

@@ -22,7 +22,8 @@ namespace rml::detail {
 /// Builds the program: compiles and checks every node, fuses, aliases, plans the arena.
 class ProgramBuilder {
  public:
-  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget) : g_(g), threads_(threads), budget_(budget) {}
+  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget, Winograd winograd)
+      : g_(g), threads_(threads), budget_(budget), winograd_(winograd) {}
 
   Result<std::shared_ptr<Program>> build() {
     auto prog = std::make_shared<Program>();
@@ -166,7 +167,7 @@ class ProgramBuilder {
     if (p_->home[w] != ValueHome::constant || conv_is_depthwise(cp) || cp.og == 0 || cp.oh * cp.ow == 0 ||
         cp.cg * cp.kh * cp.kw == 0)
       return;
-    auto packed = pack_conv_weights(cp, p_->constants[w].data<float>(), threads_);
+    auto packed = pack_conv_weights(cp, p_->constants[w].data<float>(), threads_, winograd_);
     s.scratch_bytes = packed->scratch_bytes();
     s.packed = std::move(packed);
   }
@@ -261,6 +262,7 @@ class ProgramBuilder {
   const GraphDef& g_;
   int threads_;
   std::size_t budget_;
+  Winograd winograd_;
   Program* p_ = nullptr;
   std::vector<Kernel> compiled_;
   std::vector<std::int64_t> producer_;
@@ -269,8 +271,9 @@ class ProgramBuilder {
   std::vector<std::uint8_t> absorbed_;
 };
 
-RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget) {
-  return ProgramBuilder(graph, threads, budget).build();
+RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget,
+                                                             Winograd winograd) {
+  return ProgramBuilder(graph, threads, budget, winograd).build();
 }
 
 }  // namespace rml::detail

@@ -1,4 +1,5 @@
-// conv2d (im2col + GEMM; 1x1 convs straight to GEMM; a direct depthwise path) and max/avg pooling.
+// conv2d (im2col + GEMM; 1x1 convs straight to GEMM; Winograd for 3x3 stride 1; a direct depthwise path)
+// and max/avg pooling.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "rml/exec/kernels/common.hpp"
 #include "rml/exec/kernels/matmul.hpp"
+#include "rml/exec/kernels/winograd.hpp"
 
 namespace rml::detail {
 
@@ -336,6 +338,8 @@ struct PackedConvWeights {
   std::vector<std::int64_t> k_offset;
   /// GEBP rows per image and group: the output positions, or `oh * wp` when implicit.
   std::int64_t positions = 0;
+  /// Set when the convolution runs through Winograd instead (kernels/winograd.hpp).
+  std::shared_ptr<const WinogradWeights> winograd;
 
   /// The packed block of group g at depth k2 (`min(kc, kdim - k2)` deep, og columns).
   [[nodiscard]] const float* block(std::int64_t g, std::int64_t k2) const noexcept {
@@ -353,6 +357,7 @@ struct PackedConvWeights {
     return implicit ? (k_offset.back() + positions + 15) / 16 * 16 : 0;
   }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
+    if (winograd) return winograd->scratch_bytes();
     if (!by_channel.empty()) return by_channel[0]->scratch_bytes() + channel_major_floats() * sizeof(float);
     return static_cast<std::size_t>(padded_floats() + parts * part_floats()) * sizeof(float);
   }
@@ -384,9 +389,12 @@ inline double gebp_cost(std::int64_t rows, std::int64_t cols) noexcept {
   return gebp_row_cost(rows) * (static_cast<double>(cols / nr) + 0.5 * static_cast<double>(cols % nr));
 }
 
-/// Packs conv2d weights `w` ([o, cg, kh, kw]) for runs of plan `p` on `threads` threads.
-inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPlan& p, const float* w, int threads) {
+/// Packs conv2d weights `w` ([o, cg, kh, kw]) for runs of plan `p` on `threads` threads; as
+/// Winograd weights when `winograd` allows it and it pays (winograd_weights_for).
+inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPlan& p, const float* w, int threads,
+                                                                  Winograd winograd = Winograd::f2) {
   auto pw = std::make_shared<PackedConvWeights>();
+  if ((pw->winograd = winograd_weights_for(p, w, threads, winograd))) return pw;
   const std::int64_t kdim = p.cg * p.kh * p.kw, plane = std::max<std::int64_t>(p.oh * p.ow, 1);
   pw->kdim = kdim, pw->og = p.og;
   // Output positions are GEBP's rows unless the plane is so small (deep layers) that its row tails
@@ -512,6 +520,7 @@ inline void packed_conv_block(const Conv2dPlan& p, const PackedConvWeights& pw, 
 /// conv2d over weights packed at create. `scratch` holds pw.scratch_bytes().
 inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y, float* scratch,
                           const ThreadPool* pool, const Epilogue& epi) {
+  if (pw.winograd) return winograd_conv2d(p, *pw.winograd, x, y, scratch, pool, epi);
   const std::int64_t plane_in = p.h * p.w, plane = p.oh * p.ow;
   if (!pw.by_channel.empty()) {
     // Y_g^T[plane, og] = im2col(x_g)^T W_g^T through the matmul path (bias and activations

@@ -1,0 +1,388 @@
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) conv2d: 3x3 kernel, stride 1, no dilation, one group, constant weights.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "rml/exec/conv_algorithm.hpp"
+#include "rml/exec/kernels/common.hpp"
+#include "rml/exec/kernels/elementwise.hpp"
+#include "rml/exec/kernels/matmul.hpp"
+
+namespace rml::detail {
+
+// Each m x m block of output positions (a tile, m = 2 or 4) is computed from the (m + 2)^2 block of
+// input around it: Y = A^T [ sum over channels of (G g G^T) . (B^T d B) ] A (Lavin and Gray, 2015).
+// The weights' transform U = G g G^T is made once, at Executor::create. A run transforms its input
+// tiles, V = B^T d B, then for each element e of the (m + 2)^2 domain multiplies
+// M_e[o, tiles] = U_e[o, c] V_e[c, tiles] (GEBP over U_e packed at create), and transforms M back
+// with A^T, adding the bias and the fused activations before the tile is stored. Per output position
+// that is (m + 2)^2 / m^2 products of c multiply-adds instead of 9: 2.25x fewer for F(2, 3), 4x for
+// F(4, 3), bought with the transforms' extra work and a larger rounding error; F(4, 3)'s can exceed the
+// conformance tolerance (docs/ops.md), so F(2, 3) is the default (rml::Winograd).
+//
+// The transforms run over kLanes tiles at a time, each value a short array across the tiles, so they
+// vectorise along the tiles. A run takes its tiles in chunks whose transformed input and products
+// stay near L2; at several threads each thread takes a range of chunks, or, with too few tiles for
+// that, the threads share each chunk's stages (channels, then elements, then output channels).
+
+/// The transforms of F(m x m, 3 x 3). Each 1-D transform works over kLanes tiles: `x` holds its
+/// rows of kLanes values, `xs` floats apart; `r` receives the result rows, `rs` apart.
+template <int M>
+struct WinogradTransforms;
+
+template <>
+struct WinogradTransforms<2> {
+  static constexpr double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  /// r = B^T x (4 rows in, 4 out).
+  template <std::int64_t L>
+  static void input(const float* x, std::int64_t xs, float* r, std::int64_t rs) noexcept {
+    for (std::int64_t l = 0; l < L; ++l) {
+      const float d0 = x[l], d1 = x[xs + l], d2 = x[2 * xs + l], d3 = x[3 * xs + l];
+      r[l] = d0 - d2;
+      r[rs + l] = d1 + d2;
+      r[2 * rs + l] = d2 - d1;
+      r[3 * rs + l] = d1 - d3;
+    }
+  }
+  /// r = A^T x (4 rows in, 2 out).
+  template <std::int64_t L>
+  static void output(const float* x, std::int64_t xs, float* r, std::int64_t rs) noexcept {
+    for (std::int64_t l = 0; l < L; ++l) {
+      const float m1 = x[xs + l], m2 = x[2 * xs + l];
+      r[l] = x[l] + m1 + m2;
+      r[rs + l] = m1 - m2 - x[3 * xs + l];
+    }
+  }
+};
+
+template <>
+struct WinogradTransforms<4> {
+  static constexpr double G[6][3] = {{1.0 / 4, 0, 0},
+                                     {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                     {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                     {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                     {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                     {0, 0, 1}};
+  /// r = B^T x (6 rows in, 6 out).
+  template <std::int64_t L>
+  static void input(const float* x, std::int64_t xs, float* r, std::int64_t rs) noexcept {
+    for (std::int64_t l = 0; l < L; ++l) {
+      const float d0 = x[l], d1 = x[xs + l], d2 = x[2 * xs + l], d3 = x[3 * xs + l], d4 = x[4 * xs + l],
+                  d5 = x[5 * xs + l];
+      r[l] = 4.0f * d0 - 5.0f * d2 + d4;
+      r[rs + l] = -4.0f * (d1 + d2) + d3 + d4;
+      r[2 * rs + l] = 4.0f * (d1 - d2) - d3 + d4;
+      r[3 * rs + l] = 2.0f * (d3 - d1) - d2 + d4;
+      r[4 * rs + l] = 2.0f * (d1 - d3) - d2 + d4;
+      r[5 * rs + l] = 4.0f * d1 - 5.0f * d3 + d5;
+    }
+  }
+  /// r = A^T x (6 rows in, 4 out).
+  template <std::int64_t L>
+  static void output(const float* x, std::int64_t xs, float* r, std::int64_t rs) noexcept {
+    for (std::int64_t l = 0; l < L; ++l) {
+      const float m0 = x[l], m1 = x[xs + l], m2 = x[2 * xs + l], m3 = x[3 * xs + l], m4 = x[4 * xs + l],
+                  m5 = x[5 * xs + l];
+      const float s12 = m1 + m2, d12 = m1 - m2, s34 = m3 + m4, d34 = m3 - m4;
+      r[l] = m0 + s12 + s34;
+      r[rs + l] = d12 + 2.0f * d34;
+      r[2 * rs + l] = s12 + 4.0f * s34;
+      r[3 * rs + l] = d12 + 8.0f * d34 + m5;
+    }
+  }
+};
+
+struct WinogradWeights {
+  static constexpr std::int64_t kLanes = 16;  ///< tiles each transform runs over at once
+
+  std::int64_t m = 4;                                ///< output positions per tile side: 2 or 4
+  std::int64_t elems = 36;                           ///< elements of the transformed domain, (m + 2)^2
+  std::int64_t c = 0, o = 0;                         ///< input and output channels
+  std::int64_t tiles_h = 0, tiles_w = 0, tiles = 0;  ///< per image
+  std::int64_t total = 0;                            ///< tiles over the batch
+  std::int64_t kc = 0;                               ///< GEBP depth block
+  std::int64_t chunk = 0;                            ///< tiles per pass, a multiple of kLanes
+  std::int64_t parts = 1;                            ///< tile ranges run in parallel
+  std::int64_t threads = 1;                          ///< threads the run was planned for
+  /// Per element e and depth block k2: U_e^T (column-major [c, o]) packed as GEBP right-hand panels,
+  /// each block 64-byte aligned (GEBP loads its panels with aligned loads).
+  std::vector<float, Eigen::aligned_allocator<float>> panels;
+
+  [[nodiscard]] std::int64_t block_floats() const noexcept { return round16(kc * o); }
+  [[nodiscard]] std::int64_t panel_floats() const noexcept { return (c + kc - 1) / kc * block_floats(); }
+  [[nodiscard]] const float* block(std::int64_t e, std::int64_t k2) const noexcept {
+    return panels.data() + e * panel_floats() + k2 / kc * block_floats();
+  }
+  /// Scratch floats: per part the transformed input V [elems, c, chunk] and the products
+  /// M [elems, o, chunk]; per thread a packed GEBP left-hand block (kc x chunk). Each 64-byte aligned.
+  [[nodiscard]] std::int64_t v_floats() const noexcept { return round16(elems * c * chunk); }
+  [[nodiscard]] std::int64_t m_floats() const noexcept { return round16(elems * o * chunk); }
+  [[nodiscard]] std::int64_t packed_floats() const noexcept { return round16(kc * chunk); }
+  [[nodiscard]] std::size_t scratch_bytes() const noexcept {
+    return static_cast<std::size_t>(parts * (v_floats() + m_floats()) + threads * packed_floats()) * sizeof(float);
+  }
+
+ private:
+  static constexpr std::int64_t round16(std::int64_t n) noexcept { return (n + 15) / 16 * 16; }
+};
+
+/// Whether conv2d plan `p` can run through Winograd (its shape; whether it pays is winograd_pays).
+inline bool winograd_applies(const Conv2dPlan& p) noexcept {
+  return p.kh == 3 && p.kw == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dilation_h == 1 && p.dilation_w == 1 &&
+         p.groups == 1 && p.oh > 0 && p.ow > 0 && p.c > 0 && p.o > 0;
+}
+
+/// Whether Winograd with m x m tiles is expected to beat the packed direct path for `p`: channels
+/// enough for the products to outweigh the transforms (at least 48 in and out for F(2, 3), 32 for
+/// F(4, 3)), tiles that cover at most 1.8x the output plane (rounding up to whole tiles), and at
+/// least 16 tiles so a product has rows enough for GEBP. The thresholds come from timing single
+/// convolutions (docs/ops.md).
+inline bool winograd_pays(const Conv2dPlan& p, std::int64_t m) noexcept {
+  const std::int64_t min_channels = m == 2 ? 48 : 32;
+  if (!winograd_applies(p) || p.c < min_channels || p.o < min_channels) return false;
+  const std::int64_t th = (p.oh + m - 1) / m, tw = (p.ow + m - 1) / m;
+  return m * m * th * tw * 10 <= p.oh * p.ow * 18 && p.n * th * tw >= 16;
+}
+
+/// U = G g G^T of one 3x3 kernel `g` (row-major), in double, as (m + 2)^2 values `u` (row-major).
+template <int M>
+void winograd_weight_tile(const float* g, double* u) noexcept {
+  constexpr int S = M + 2;
+  const auto& G = WinogradTransforms<M>::G;
+  double t[S][3];  // G g
+  for (int i = 0; i < S; ++i)
+    for (int j = 0; j < 3; ++j) t[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
+  for (int i = 0; i < S; ++i)
+    for (int j = 0; j < S; ++j) u[i * S + j] = t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2];
+}
+
+/// Transforms conv2d weights `w` ([o, c, 3, 3]) into F(m x m, 3 x 3) weights for runs of plan `p` on
+/// `threads` threads.
+template <int M>
+std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p, const float* w, int threads) {
+  using W = WinogradWeights;
+  constexpr std::int64_t S = M + 2, E = S * S;
+  auto ww = std::make_shared<W>();
+  ww->m = M, ww->elems = E;
+  ww->c = p.c, ww->o = p.o;
+  ww->tiles_h = (p.oh + M - 1) / M, ww->tiles_w = (p.ow + M - 1) / M;
+  ww->tiles = ww->tiles_h * ww->tiles_w;
+  ww->total = p.n * ww->tiles;
+  ww->threads = std::max(threads, 1);
+  // Chunks whose V and M fill about L2, but at least 64 tiles so a product has rows enough for
+  // GEBP and each pass over U_e (read from further away when the channels are many) pays.
+  const auto l2 = static_cast<std::int64_t>(Eigen::l2CacheSize());
+  std::int64_t chunk = l2 / (static_cast<std::int64_t>(sizeof(float)) * E * (p.c + p.o));
+  chunk = std::clamp<std::int64_t>(chunk / W::kLanes * W::kLanes, 64, 256);
+  // At several threads, one range of tiles per thread when each gets at least 48.
+  if (ww->threads > 1 && ww->total >= 48 * ww->threads) {
+    ww->parts = ww->threads;
+    chunk = std::min(chunk, (ww->total + ww->parts - 1) / ww->parts);
+  }
+  chunk = std::min(chunk, ww->total);
+  ww->chunk = (chunk + W::kLanes - 1) / W::kLanes * W::kLanes;
+  gebp::Index kc = p.c, mc = ww->chunk, nc = p.o;
+  Eigen::internal::computeProductBlockingSizes<float, float, 1>(kc, mc, nc, gebp::Index{1});
+  ww->kc = kc;
+
+  // U_e as row-major [o, c] per element (= U_e^T column-major [c, o]), then packed.
+  std::vector<float> u(static_cast<std::size_t>(E * p.c * p.o));
+  double tile[E];
+  for (std::int64_t oc = 0; oc < p.o; ++oc)
+    for (std::int64_t ci = 0; ci < p.c; ++ci) {
+      winograd_weight_tile<M>(w + (oc * p.c + ci) * 9, tile);
+      for (std::int64_t e = 0; e < E; ++e)
+        u[static_cast<std::size_t>((e * p.o + oc) * p.c + ci)] = static_cast<float>(tile[e]);
+    }
+  ww->panels.resize(static_cast<std::size_t>(E * ww->panel_floats()));
+  gebp::PackRhs pack;
+  for (std::int64_t e = 0; e < E; ++e) {
+    const gebp::ConstMapper rhs(u.data() + e * p.o * p.c, p.c);
+    for (std::int64_t k2 = 0; k2 < p.c; k2 += kc)
+      pack(const_cast<float*>(ww->block(e, k2)), rhs.getSubMapper(k2, 0), std::min<std::int64_t>(kc, p.c - k2), p.o);
+  }
+  return ww;
+}
+
+/// A group of up to kLanes consecutive tiles of one tile row: its image, its top-left output
+/// position, and how many tiles it holds. Groups start at `t` and never cross a tile row, so their
+/// input and output rows are contiguous runs.
+struct WinogradGroup {
+  std::int64_t count = 0, image = 0, oy = 0, ox = 0;
+  WinogradGroup(const WinogradWeights& ww, std::int64_t t, std::int64_t most) noexcept {
+    const std::int64_t r = t % ww.tiles, tx = r % ww.tiles_w;
+    image = t / ww.tiles, oy = r / ww.tiles_w * ww.m, ox = tx * ww.m;
+    count = std::min({WinogradWeights::kLanes, most, ww.tiles_w - tx});
+  }
+};
+
+/// Input channels [c0, c1) of chunk tiles [t0, t0 + nt) into v ([elems, c, chunk], tile t at t - t0).
+template <int M>
+void winograd_input(const Conv2dPlan& p, const WinogradWeights& ww, const float* x, std::int64_t t0, std::int64_t nt,
+                    std::int64_t c0, std::int64_t c1, float* v) {
+  using X = WinogradTransforms<M>;
+  constexpr std::int64_t L = WinogradWeights::kLanes, S = M + 2, W = M * L + 2;
+  alignas(64) float rows[S * W];  // the group's S input rows, zero outside the input
+  alignas(64) float d[S * S * L];
+  alignas(64) float tmp[S * S * L];
+  for (std::int64_t g0 = 0; g0 < nt;) {
+    const WinogradGroup grp(ww, t0 + g0, nt - g0);
+    const std::int64_t iy0 = grp.oy - p.pad_top, ix0 = grp.ox - p.pad_left;
+    // Columns [ja, jb) of a row buffer lie inside the input (the same for every row).
+    const std::int64_t ja = std::clamp<std::int64_t>(-ix0, 0, W), jb = std::clamp<std::int64_t>(p.w - ix0, ja, W);
+    for (std::int64_t ci = c0; ci < c1; ++ci) {
+      const float* plane = x + (grp.image * p.c + ci) * p.h * p.w;
+      for (std::int64_t i = 0; i < S; ++i) {
+        float* row = rows + i * W;
+        const std::int64_t iy = iy0 + i;
+        if (iy < 0 || iy >= p.h || ja == jb) {
+          std::fill_n(row, W, 0.0f);
+          continue;
+        }
+        std::fill_n(row, ja, 0.0f);
+        std::copy(plane + iy * p.w + ix0 + ja, plane + iy * p.w + ix0 + jb, row + ja);
+        std::fill(row + jb, row + W, 0.0f);
+      }
+      // d[i][j][l] = row i, column M * l + j: tile l's input (tiles past count read zeros or
+      // neighbours; their results are not stored).
+      for (std::int64_t i = 0; i < S; ++i)
+        for (std::int64_t j = 0; j < S; ++j)
+          for (std::int64_t l = 0; l < L; ++l) d[(i * S + j) * L + l] = rows[i * W + M * l + j];
+      for (std::int64_t j = 0; j < S; ++j) X::template input<L>(d + j * L, S * L, tmp + j * L, S * L);  // columns
+      for (std::int64_t i = 0; i < S; ++i) X::template input<L>(tmp + i * S * L, L, d + i * S * L, L);  // rows
+      float* dst = v + ci * ww.chunk + g0;
+      const std::int64_t step = ww.c * ww.chunk;
+      if (grp.count == L) {
+        for (std::int64_t e = 0; e < S * S; ++e)
+          for (std::int64_t l = 0; l < L; ++l) dst[e * step + l] = d[e * L + l];
+      } else {
+        for (std::int64_t e = 0; e < S * S; ++e) std::copy_n(d + e * L, grp.count, dst + e * step);
+      }
+    }
+    g0 += grp.count;
+  }
+}
+
+/// Elements [e0, e1) of the products: m_e [o, chunk] = U_e v_e over nt tiles. `packed` holds kc x chunk.
+inline void winograd_products(const WinogradWeights& ww, const float* v, float* m, std::int64_t nt, std::int64_t e0,
+                              std::int64_t e1, float* packed) {
+  gebp::Kernel kernel;
+  for (std::int64_t e = e0; e < e1; ++e) {
+    float* me = m + e * ww.o * ww.chunk;
+    for (std::int64_t oc = 0; oc < ww.o; ++oc) std::fill_n(me + oc * ww.chunk, nt, 0.0f);
+    const gebp::ConstMapper lhs(v + e * ww.c * ww.chunk, ww.chunk);  // V_e^T, column-major [chunk, c]
+    const gebp::ResMapper res(me, ww.chunk);                         // M_e^T, column-major [chunk, o]
+    for (std::int64_t k2 = 0; k2 < ww.c; k2 += ww.kc) {
+      const std::int64_t depth = std::min(ww.kc, ww.c - k2);
+      gebp::PackLhs()(packed, lhs.getSubMapper(0, k2), depth, nt);
+      kernel(res, packed, ww.block(e, k2), nt, depth, ww.o, 1.0f);
+    }
+  }
+}
+
+/// Output channels [o0, o1) of chunk tiles [t0, t0 + nt) from m: A^T m_tile A, the epilogue, and the
+/// positions inside the output plane stored to y.
+template <int M>
+void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float* m, std::int64_t t0, std::int64_t nt,
+                     std::int64_t o0, std::int64_t o1, const Epilogue& epi, float* y) {
+  using X = WinogradTransforms<M>;
+  constexpr std::int64_t L = WinogradWeights::kLanes, S = M + 2, T = M;
+  alignas(64) float in[S * S * L] = {};
+  alignas(64) float tmp[T * S * L];
+  alignas(64) float out[T * T * L];
+  alignas(64) float row[T * L];
+  const std::int64_t plane = p.oh * p.ow, step = ww.o * ww.chunk;
+  for (std::int64_t g0 = 0; g0 < nt;) {
+    const WinogradGroup grp(ww, t0 + g0, nt - g0);
+    const std::int64_t rows = std::min(T, p.oh - grp.oy), cols = std::min(T * grp.count, p.ow - grp.ox);
+    for (std::int64_t oc = o0; oc < o1; ++oc) {
+      const float* src = m + oc * ww.chunk + g0;
+      if (grp.count == L) {
+        for (std::int64_t e = 0; e < S * S; ++e)
+          for (std::int64_t l = 0; l < L; ++l) in[e * L + l] = src[e * step + l];
+      } else {
+        for (std::int64_t e = 0; e < S * S; ++e) std::copy_n(src + e * step, grp.count, in + e * L);
+      }
+      for (std::int64_t j = 0; j < S; ++j) X::template output<L>(in + j * L, S * L, tmp + j * L, S * L);   // columns
+      for (std::int64_t i = 0; i < T; ++i) X::template output<L>(tmp + i * S * L, L, out + i * T * L, L);  // rows
+      if (epi.bias) ArrayMap(out, T * T * L) += epi.bias[oc];
+      if (!epi.chain.empty()) unary_chain(epi.chain, out, out, T * T * L);
+      // Output row i of the group: column T * l + j is out[i][j][l]; its first `cols` are inside.
+      float* dst = y + (grp.image * p.o + oc) * plane + grp.oy * p.ow + grp.ox;
+      for (std::int64_t i = 0; i < rows; ++i) {
+        for (std::int64_t j = 0; j < T; ++j)
+          for (std::int64_t l = 0; l < L; ++l) row[T * l + j] = out[(i * T + j) * L + l];
+        std::copy_n(row, cols, dst + i * p.ow);
+      }
+    }
+    g0 += grp.count;
+  }
+}
+
+template <int M>
+void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const float* x, float* y, float* scratch,
+                       const ThreadPool* pool, const Epilogue& epi) {
+  float* packed_base = scratch + ww.parts * (ww.v_floats() + ww.m_floats());
+  // Tiles [t0, t1) on one thread, with the scratch of part `part`.
+  const auto run_range = [&](std::int64_t part, std::int64_t t0, std::int64_t t1) {
+    float* v = scratch + part * (ww.v_floats() + ww.m_floats());
+    float* m = v + ww.v_floats();
+    float* packed = packed_base + part * ww.packed_floats();
+    for (std::int64_t c0 = t0; c0 < t1; c0 += ww.chunk) {
+      const std::int64_t nt = std::min(ww.chunk, t1 - c0);
+      winograd_input<M>(p, ww, x, c0, nt, 0, ww.c, v);
+      winograd_products(ww, v, m, nt, 0, ww.elems, packed);
+      winograd_output<M>(p, ww, m, c0, nt, 0, ww.o, epi, y);
+    }
+  };
+  const std::int64_t threads = pool ? std::min<std::int64_t>(pool->threads(), ww.threads) : 1;
+  if (ww.parts > 1 && threads >= ww.parts) {
+    pool->parallel_for(ww.parts, [&](std::int64_t part) {
+      run_range(part, ww.total * part / ww.parts, ww.total * (part + 1) / ww.parts);
+    });
+    return;
+  }
+  if (threads <= 1) {
+    for (std::int64_t part = 0; part < ww.parts; ++part)
+      run_range(part, ww.total * part / ww.parts, ww.total * (part + 1) / ww.parts);
+    return;
+  }
+  // Too few tiles for a range per thread: the threads share each chunk's three stages.
+  float* v = scratch;
+  float* m = v + ww.v_floats();
+  const auto split = [&](std::int64_t count, const auto& body) {
+    const std::int64_t parts = std::min(threads, count);
+    pool->parallel_for(parts, [&](std::int64_t q) { body(q, count * q / parts, count * (q + 1) / parts); });
+  };
+  for (std::int64_t c0 = 0; c0 < ww.total; c0 += ww.chunk) {
+    const std::int64_t nt = std::min(ww.chunk, ww.total - c0);
+    split(ww.c, [&](std::int64_t, std::int64_t b, std::int64_t e) { winograd_input<M>(p, ww, x, c0, nt, b, e, v); });
+    split(ww.elems, [&](std::int64_t q, std::int64_t b, std::int64_t e) {
+      winograd_products(ww, v, m, nt, b, e, packed_base + q * ww.packed_floats());
+    });
+    split(ww.o,
+          [&](std::int64_t, std::int64_t b, std::int64_t e) { winograd_output<M>(p, ww, m, c0, nt, b, e, epi, y); });
+  }
+}
+
+/// conv2d through Winograd weights. `scratch` holds ww.scratch_bytes().
+inline void winograd_conv2d(const Conv2dPlan& p, const WinogradWeights& ww, const float* x, float* y, float* scratch,
+                            const ThreadPool* pool, const Epilogue& epi) {
+  if (ww.m == 2)
+    winograd_conv2d_m<2>(p, ww, x, y, scratch, pool, epi);
+  else
+    winograd_conv2d_m<4>(p, ww, x, y, scratch, pool, epi);
+}
+
+/// Winograd weights for plan `p` when `tile` allows it and it pays, else none.
+inline std::shared_ptr<const WinogradWeights> winograd_weights_for(const Conv2dPlan& p, const float* w, int threads,
+                                                                   Winograd tile) {
+  if (tile == Winograd::f4 && winograd_pays(p, 4)) return pack_winograd_weights<4>(p, w, threads);
+  if (tile != Winograd::off && winograd_pays(p, 2)) return pack_winograd_weights<2>(p, w, threads);
+  return nullptr;
+}
+
+}  // namespace rml::detail
