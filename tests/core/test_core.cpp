@@ -47,7 +47,9 @@ TEST_CASE("DType names and sizes") {
   CHECK(dtype_name(DType::i32) == "i32");
   CHECK(element_size(DType::i32) == 4);
   CHECK(parse_dtype("i32") == DType::i32);
-  CHECK(!parse_dtype("f16").has_value());
+  CHECK(parse_dtype("f16") == DType::f16);
+  CHECK(parse_dtype("bool") == DType::boolean);
+  CHECK(!parse_dtype("f8").has_value());
   static_assert(std::is_same_v<dtype_type_t<DType::f32>, float>);
 }
 

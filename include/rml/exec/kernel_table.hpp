@@ -19,9 +19,9 @@ namespace rml::detail {
 template <OpCode Op, DType D>
 constexpr KernelFn kernel_for() {
   using T = dtype_type_t<D>;
-  if constexpr (is_unary(Op))
+  if constexpr (is_unary(Op) || Op == OpCode::LogicalNot)
     return &unary_kernel<Op, T>;
-  else if constexpr (is_binary(Op))
+  else if constexpr (is_binary(Op) || Op == OpCode::LogicalAnd || Op == OpCode::LogicalOr)
     return &binary_kernel<Op, T>;
   else if constexpr (Op == OpCode::Where)
     return &where_kernel<T>;
@@ -88,6 +88,9 @@ inline KernelFn find_kernel(const Kernel& k) noexcept {
 /// Scratch bytes a kernel needs beyond its inputs and outputs when run on `threads` threads.
 inline std::size_t scratch_bytes(const Kernel& k, int threads) noexcept {
   if (k.op == OpCode::Conv2d) return conv_scratch_bytes(k.as<Conv2dPlan>(), threads);
+  // The 16-bit floats reduce into one f32 accumulator per output.
+  const bool reduce = k.op == OpCode::Sum || k.op == OpCode::Mean || k.op == OpCode::Max || k.op == OpCode::Min;
+  if (reduce && is_half_dtype(k.dtype)) return static_cast<std::size_t>(k.as<ReducePlan>().out_n) * sizeof(float);
   return 0;
 }
 

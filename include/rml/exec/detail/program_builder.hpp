@@ -98,6 +98,7 @@ class ProgramBuilder {
   /// operand is a constant f32 scalar that does not change v's type (`minimum(v, 6)` after relu).
   [[nodiscard]] std::optional<UnaryStep> chain_step(std::size_t j, ValueId v) const {
     const OpCode op = compiled_[j].op;
+    if (p_->types[v].dtype != DType::f32) return std::nullopt;  // chains run on f32 only
     if (is_unary(op)) return UnaryStep{op, compiled_[j].as<UnaryPlan>().gelu_tanh};
     const bool scalar_op = op == OpCode::Add || op == OpCode::Sub || op == OpCode::Mul || op == OpCode::Div ||
                            op == OpCode::Maximum || op == OpCode::Minimum;
