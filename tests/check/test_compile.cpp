@@ -95,7 +95,9 @@ TEST_CASE("rejections name the op and what is wrong") {
   CHECK(compile("add", {TensorType{DType::boolean, Shape({3})}, TensorType{DType::boolean, Shape({3})}}) ==
         "INVALID_ARGUMENT: add: does not compute on bool (input 0 is bool [3]; takes f32, i32, f16, bf16 or i64)");
   CHECK(compile("matmul", {TensorType{DType::f16, Shape({2, 2})}, f32({2, 2})}) ==
-        "INVALID_ARGUMENT: matmul: input 0 must be f32, got f16 [2, 2]");
+        "INVALID_ARGUMENT: matmul: input 1 is f32 [2, 2] but input 0 is f16 [2, 2] (dtypes must agree)");
+  CHECK(compile("softmax", {i32({2})}) ==
+        "INVALID_ARGUMENT: softmax: does not compute on i32 (input 0 is i32 [2]; takes f32, f16 or bf16)");
   CHECK(compile("where", {i32({2}), f32({2}), f32({2})}) ==
         "INVALID_ARGUMENT: where: condition (input 0) must be bool or f32, got i32 [2]");
   CHECK(compile("where", {f32({2}), f32({2}), i32({2})}) ==

@@ -39,6 +39,7 @@ struct MatMulPlan {
   Dims batch_dims;       ///< collapsed output batch dims (may be empty)
   Dims a_batch_strides;  ///< element strides, 0 where broadcast
   Dims b_batch_strides;
+  std::int64_t a_numel = 0, b_numel = 0;  ///< the operands' element counts
 };
 
 /// conv2d geometry (NCHW). Groups split channels; `cg = c / groups`, `og = o / groups`.

@@ -283,15 +283,15 @@ inline constexpr std::array other_ops = [] {
   namespace a = detail::op_attrs;
   using R = DTypeRule;
   return std::array{
-      OpInfo{OpCode::MatMul, "matmul", "MatMul", 2, 2, R::f32_only, a::no_attrs},
-      OpInfo{OpCode::Conv2d, "conv2d", "Conv2d", 2, 3, R::f32_only, a::of(a::conv2d)},
-      OpInfo{OpCode::MaxPool2d, "max_pool2d", "MaxPool2d", 1, 1, R::f32_only, a::of(a::max_pool2d)},
-      OpInfo{OpCode::AvgPool2d, "avg_pool2d", "AvgPool2d", 1, 1, R::f32_only, a::of(a::avg_pool2d)},
+      OpInfo{OpCode::MatMul, "matmul", "MatMul", 2, 2, R::float_same, a::no_attrs},
+      OpInfo{OpCode::Conv2d, "conv2d", "Conv2d", 2, 3, R::float_same, a::of(a::conv2d)},
+      OpInfo{OpCode::MaxPool2d, "max_pool2d", "MaxPool2d", 1, 1, R::float_same, a::of(a::max_pool2d)},
+      OpInfo{OpCode::AvgPool2d, "avg_pool2d", "AvgPool2d", 1, 1, R::float_same, a::of(a::avg_pool2d)},
       OpInfo{OpCode::Sum, "sum", "Sum", 1, 1, R::numeric_same, a::of(a::reduce)},
       OpInfo{OpCode::Mean, "mean", "Mean", 1, 1, R::float_same, a::of(a::reduce)},
       OpInfo{OpCode::Max, "max", "Max", 1, 1, R::numeric_same, a::of(a::reduce)},
       OpInfo{OpCode::Min, "min", "Min", 1, 1, R::numeric_same, a::of(a::reduce)},
-      OpInfo{OpCode::Softmax, "softmax", "Softmax", 1, 1, R::f32_only, a::of(a::softmax)},
+      OpInfo{OpCode::Softmax, "softmax", "Softmax", 1, 1, R::float_same, a::of(a::softmax)},
       OpInfo{OpCode::ArgMax, "argmax", "ArgMax", 1, 1, R::argmax, a::of(a::argmax)},
       OpInfo{OpCode::Reshape, "reshape", "Reshape", 1, 1, R::any_same, a::of(a::shape)},
       OpInfo{OpCode::Transpose, "transpose", "Transpose", 1, 1, R::any_same, a::of(a::transpose)},

@@ -678,6 +678,45 @@ def half_cases(r):
         one_op("%s_where_mask" % t, "where", [f32(cond), xa, ya], np.where(cond, xa, ya))
 
 
+def half_product_cases(r):
+    """matmul, conv2d (constant 16-bit weights: they stay 16-bit, widened per run), the pools and
+    softmax on f16 and bf16: computed in float64 from the 16-bit inputs and rounded once; within a
+    unit in the last place plus f32's accumulation error."""
+    for t, (rnd, wid, ulp) in HALF.items():
+        def tol(k):
+            e = 1e-5 * math.sqrt(max(k, 1))
+            return {"rtol": "%.3g" % (float(ulp["rtol"]) + e), "atol": "%.3g" % e}
+
+        for name, (sa, sb), const in (("2d", ((3, 8), (8, 5)), False), ("rows_const", ((2, 6, 40), (40, 24)), True),
+                                      ("batch", ((2, 3, 4), (2, 4, 5)), False)):
+            a, b = rnd(f32(r.standard_normal(sa))), rnd(f32(r.standard_normal(sb)))
+            y = np.matmul(wid(a).astype(np.float64), wid(b).astype(np.float64))
+            one_op("%s_matmul_%s" % (t, name), "matmul", [a, b], rnd(f32(y)), meta=tol(sa[-1]),
+                   consts=(1,) if const else ())
+        for name, spec in (("pad_bias", dict(x=(2, 3, 6, 5), w=(4, 3, 3, 3), attrs={"pads": [1, 1, 1, 1]})),
+                           ("depthwise", dict(x=(1, 4, 6, 7), w=(4, 1, 3, 3), attrs={"groups": 4, "strides": [1, 2]})),
+                           ("tiled", dict(x=(1, 24, 10, 10), w=(16, 24, 3, 3), attrs={"pads": [1, 1, 1, 1]}))):
+            attrs = spec["attrs"]
+            x, w = rnd(f32(r.standard_normal(spec["x"]))), rnd(f32(r.standard_normal(spec["w"])))
+            bias = rnd(f32(r.standard_normal(spec["w"][0])))
+            y = conv_ref(wid(x), wid(w), wid(bias), attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0]),
+                         attrs.get("dilations", [1, 1]), attrs.get("groups", 1))
+            k = spec["w"][1] * spec["w"][2] * spec["w"][3]
+            one_op("%s_conv2d_%s" % (t, name), "conv2d", [x, w, bias], rnd(f32(y)), attrs, meta=tol(k), consts=(1, 2))
+        x = rnd(f32(r.standard_normal((2, 3, 7, 6))))
+        xw = wid(x)
+        one_op("%s_max_pool2d" % t, "max_pool2d", [x], rnd(f32(pool_ref(xw, [3, 3], [2, 1], [1, 1, 1, 0], "max"))),
+               {"kernel": [3, 3], "strides": [2, 1], "pads": [1, 1, 1, 0]}, meta=EXACT)
+        one_op("%s_avg_pool2d" % t, "avg_pool2d", [x], rnd(f32(pool_ref(xw, [3, 2], [2, 2], [1, 0, 1, 1], "avg"))),
+               {"kernel": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1]}, meta=tol(6))
+        s = rnd(f32(r.standard_normal((3, 4, 5)) * 4))
+        sd = wid(s).astype(np.float64)
+        for axis in (-1, 1):
+            e = np.exp(sd - sd.max(axis=axis, keepdims=True))
+            one_op("%s_softmax_axis%d" % (t, axis), "softmax", [s], rnd(f32(e / e.sum(axis=axis, keepdims=True))),
+                   {"axis": axis}, meta=tol(5))
+
+
 def int_cases(r):
     """i32 and i64 arithmetic: wrapping add, sub, mul, neg and abs (NumPy's arrays wrap the same
     way), division truncating toward zero, comparisons giving bool, reductions, argmax, where."""
@@ -820,6 +859,7 @@ def movement_dtype_cases(r):
 def dtype_cases():
     r = np.random.default_rng(20266)
     half_cases(r)
+    half_product_cases(np.random.default_rng(20267))
     int_cases(r)
     bool_cases(r)
     cast_cases(r)

@@ -258,7 +258,7 @@ inline Result<CompiledOp> compile_matmul(std::span<const TensorType> in) {
   if (!b_vec) out.push_back(n);
   RML_RETURN_IF_ERROR(output_fits(out));
 
-  MatMulPlan p{m, k, n, *batch, {}, {}};
+  MatMulPlan p{m, k, n, *batch, {}, {}, in[0].shape.numel(), in[1].shape.numel()};
   p.a_batch_strides = broadcast_strides(a_batch, *batch);
   p.b_batch_strides = broadcast_strides(b_batch, *batch);
   for (auto& s : p.a_batch_strides) s *= m * k;
@@ -273,7 +273,7 @@ inline Result<CompiledOp> compile_matmul(std::span<const TensorType> in) {
   if (p.batch_dims == Dims{1}) p.batch_dims.clear();
   p.a_batch_strides.resize(p.batch_dims.size());
   p.b_batch_strides.resize(p.batch_dims.size());
-  return single(DType::f32, std::move(out), Kernel{OpCode::MatMul, DType::f32, std::move(p)});
+  return single(in[0].dtype, std::move(out), Kernel{OpCode::MatMul, in[0].dtype, std::move(p)});
 }
 
 inline Result<CompiledOp> compile_conv2d(const AttrReader& attrs, std::span<const TensorType> in) {
@@ -305,7 +305,8 @@ inline Result<CompiledOp> compile_conv2d(const AttrReader& attrs, std::span<cons
   if (p.kh < 1 || p.kw < 1) return invalid_argument("weight " + in[1].to_string() + " has an empty kernel");
   if (in.size() == 3) {
     if (in[2].shape.dims() != Dims{p.o})
-      return invalid_argument("bias (input 2) must be f32 [" + str(p.o) + "], got " + in[2].to_string());
+      return invalid_argument("bias (input 2) must be " + std::string(dtype_name(in[0].dtype)) + " [" + str(p.o) +
+                              "], got " + in[2].to_string());
     p.has_bias = true;
   }
   p.stride_h = strides[0], p.stride_w = strides[1];
@@ -324,7 +325,7 @@ inline Result<CompiledOp> compile_conv2d(const AttrReader& attrs, std::span<cons
   p.ow = (pw - ekw) / p.stride_w + 1;
   Dims out{p.n, p.o, p.oh, p.ow};
   RML_RETURN_IF_ERROR(output_fits(out));
-  return single(DType::f32, std::move(out), Kernel{OpCode::Conv2d, DType::f32, p});
+  return single(in[0].dtype, std::move(out), Kernel{OpCode::Conv2d, in[0].dtype, p});
 }
 
 inline Result<CompiledOp> compile_pool2d(OpCode op, const AttrReader& attrs, const TensorType& in) {
@@ -356,7 +357,7 @@ inline Result<CompiledOp> compile_pool2d(OpCode op, const AttrReader& attrs, con
   if (op == OpCode::AvgPool2d) p.count_include_pad = attrs.get_bool("count_include_pad");
   Dims out{x[0], x[1], p.oh, p.ow};
   RML_RETURN_IF_ERROR(output_fits(out));
-  return single(DType::f32, std::move(out), Kernel{op, DType::f32, p});
+  return single(in.dtype, std::move(out), Kernel{op, in.dtype, p});
 }
 
 /// Normalised, sorted, duplicate-free axes; `all_if_empty` makes an empty list mean every axis.
@@ -423,7 +424,7 @@ inline AxisPlan axis_plan(const Dims& x, std::size_t axis) {
 
 inline Result<CompiledOp> compile_softmax(const AttrReader& attrs, const TensorType& in) {
   RML_ASSIGN_OR_RETURN(std::size_t axis, normalize_axis(attrs.get_int("axis"), in.shape.rank()));
-  return single(DType::f32, in.shape.dims(), Kernel{OpCode::Softmax, DType::f32, axis_plan(in.shape.dims(), axis)});
+  return single(in.dtype, in.shape.dims(), Kernel{OpCode::Softmax, in.dtype, axis_plan(in.shape.dims(), axis)});
 }
 
 inline Result<CompiledOp> compile_argmax(const AttrReader& attrs, const TensorType& in) {

@@ -131,6 +131,7 @@ class ProgramBuilder {
 
   /// matmul followed by `add` of a row vector [n] (or [1, ..., 1, n]) becomes a bias epilogue.
   void fuse_bias(Step& s, std::size_t i) {
+    if (s.kernel.dtype != DType::f32) return;  // the epilogue's bias is f32
     auto j = sole_reader(s.output, i);
     if (!j || compiled_[*j].op != OpCode::Add) return;
     const NodeDef& add = g_.nodes[*j];
@@ -153,7 +154,8 @@ class ProgramBuilder {
   void pack_weights_of(Step& s, const NodeDef& node) {
     const auto& mm = s.kernel.as<MatMulPlan>();
     const ValueId b = node.inputs[1];
-    if (p_->home[b] != ValueHome::constant || !mm.batch_dims.empty() || mm.m <= kGemvRows || mm.k == 0 || mm.n == 0)
+    if (s.kernel.dtype != DType::f32 || p_->home[b] != ValueHome::constant || !mm.batch_dims.empty() ||
+        mm.m <= kGemvRows || mm.k == 0 || mm.n == 0)
       return;
     auto packed = pack_weights(p_->constants[b].data<float>(), mm.k, mm.n, mm.m, threads_);
     s.scratch_bytes = packed->scratch_bytes();
@@ -164,8 +166,8 @@ class ProgramBuilder {
   void pack_conv_weights_of(Step& s, const NodeDef& node) {
     const auto& cp = s.kernel.as<Conv2dPlan>();
     const ValueId w = node.inputs[1];
-    if (p_->home[w] != ValueHome::constant || conv_is_depthwise(cp) || cp.og == 0 || cp.oh * cp.ow == 0 ||
-        cp.cg * cp.kh * cp.kw == 0)
+    if (s.kernel.dtype != DType::f32 || p_->home[w] != ValueHome::constant || conv_is_depthwise(cp) || cp.og == 0 ||
+        cp.oh * cp.ow == 0 || cp.cg * cp.kh * cp.kw == 0)
       return;
     auto packed = pack_conv_weights(cp, p_->constants[w].data<float>(), threads_);
     s.scratch_bytes = packed->scratch_bytes();
