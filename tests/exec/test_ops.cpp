@@ -131,6 +131,26 @@ TEST_CASE("every op matches NumPy (executor, 1 and 2 threads)") {
   }
 }
 
+TEST_CASE("16-bit matmul and conv2d match NumPy with their weights widened at create") {
+  int ran = 0;
+  for (const auto& name : case_names()) {
+    if (name.rfind("f16_", 0) != 0 && name.rfind("bf16_", 0) != 0) continue;
+    if (name.find("matmul") == std::string::npos && name.find("conv2d") == std::string::npos) continue;
+    INFO("case ", name);
+    const OpCase c = load_case(name);
+    ExecutorOptions options;
+    options.threads = 1;
+    options.widen_16bit_weights = true;
+    auto exec = Executor::create(c.graph, options);
+    REQUIRE_MESSAGE(exec.ok(), exec.error().to_string());
+    auto out = exec->run(c.inputs);
+    REQUIRE_MESSAGE(out.ok(), out.error().to_string());
+    check_outputs(c, *out, "executor x1, weights widened");
+    ++ran;
+  }
+  CHECK(ran == 12);
+}
+
 TEST_CASE("binary ops with a constant scalar fuse into their producer's step") {
   // The outputs are checked against NumPy above; here, that the fusion happened (and did not where
   // the scalar would broadcast the value to a larger shape).

@@ -35,6 +35,9 @@ struct ExecutorOptions {
   std::shared_ptr<const ThreadPool> pool = nullptr;
   /// The memory one run may use; create() refuses a graph that needs more (rml/exec/detail/guard.hpp).
   MemoryLimits memory{};
+  /// Widen the f16/bf16 constant weights of matmul and conv2d to f32 once, here, instead of on
+  /// every run: faster runs for the f32 copies' memory (docs/ops.md, "16-bit floats").
+  bool widen_16bit_weights = false;
 };
 
 namespace detail {
@@ -93,7 +96,7 @@ class Executor {
       if (c.data.defined()) RML_RETURN_IF_ERROR(c.data.storage()->verify());
     RML_ASSIGN_OR_RETURN(auto pool, detail::executor_pool(graph, options));
     const int threads = pool ? pool->threads() : 1;
-    RML_ASSIGN_OR_RETURN(auto program, detail::build_program(graph, threads, budget));
+    RML_ASSIGN_OR_RETURN(auto program, detail::build_program(graph, threads, budget, options.widen_16bit_weights));
     std::vector<TensorType> output_types;
     for (ValueId v : program->outputs) output_types.push_back(program->types[v]);
     RML_RETURN_IF_ERROR(detail::check_run_budget(program->arena_bytes, output_types, budget));

@@ -4,7 +4,11 @@
 
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <utility>
+#include <vector>
+
+#include "rml/core/tensor.hpp"
 
 #include "rml/exec/kernels/common.hpp"
 #include "rml/exec/kernels/conv.hpp"
@@ -19,6 +23,23 @@ namespace rml::detail {
 // step's scratch, the f32 kernel runs on them, and each output is rounded once to the 16-bit
 // type (the op's result). Constant 16-bit weights stay 16-bit in memory (mapped); the widened copy
 // lives in scratch, which the steps share, only while the step runs.
+
+/// The constant weights of a 16-bit matmul or conv2d widened to f32 once, at create
+/// (ExecutorOptions::widen_16bit_weights); the step's `packed`.
+struct WidenedWeights {
+  std::vector<float> data;
+};
+
+inline std::shared_ptr<const WidenedWeights> widen_weights(const Tensor& w) {
+  auto out = std::make_shared<WidenedWeights>();
+  out->data.reserve(static_cast<std::size_t>(w.numel()));
+  visit_dtype(w.dtype(), [&](auto d) {
+    using T = dtype_type_t<decltype(d)::value>;
+    if constexpr (is_half_v<T>)
+      for (T v : w.span<T>()) out->data.push_back(load(v));
+  });
+  return out;
+}
 
 /// Element counts of a widened op's inputs (up to 3) and its output.
 struct WidenedCounts {
@@ -75,6 +96,10 @@ Status widened_kernel(const Kernel& k, const KernelArgs& a) {
   std::array<const std::byte*, 3> in{};
   for (std::size_t i = 0; i < a.in.size() && i < in.size(); ++i) {
     float* buf = take(c.in[i]);
+    if (i == 1 && a.packed) {  // weights widened at create
+      in[i] = reinterpret_cast<const std::byte*>(static_cast<const WidenedWeights*>(a.packed)->data.data());
+      continue;
+    }
     const T* src = in_ptr<T>(a, i);
     for (std::int64_t j = 0; j < c.in[i]; ++j) buf[j] = load(src[j]);
     in[i] = reinterpret_cast<const std::byte*>(buf);

@@ -22,7 +22,8 @@ namespace rml::detail {
 /// Builds the program: compiles and checks every node, fuses, aliases, plans the arena.
 class ProgramBuilder {
  public:
-  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget) : g_(g), threads_(threads), budget_(budget) {}
+  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget, bool widen_16bit_weights)
+      : g_(g), threads_(threads), budget_(budget), widen_16bit_(widen_16bit_weights) {}
 
   Result<std::shared_ptr<Program>> build() {
     auto prog = std::make_shared<Program>();
@@ -162,6 +163,13 @@ class ProgramBuilder {
     s.packed = std::move(packed);
   }
 
+  /// A 16-bit matmul or conv2d with constant weights widens them to f32 now, when asked to.
+  void widen_weights_of(Step& s, const NodeDef& node) {
+    const ValueId w = node.inputs[1];
+    if (!widen_16bit_ || !is_half_dtype(s.kernel.dtype) || p_->home[w] != ValueHome::constant) return;
+    s.packed = widen_weights(p_->constants[w]);
+  }
+
   /// A conv2d with constant weights (but a depthwise one, which runs directly) packs them now.
   void pack_conv_weights_of(Step& s, const NodeDef& node) {
     const auto& cp = s.kernel.as<Conv2dPlan>();
@@ -198,10 +206,12 @@ class ProgramBuilder {
         fuse_unary_chain(s, i);
         if (s.chain.size() == 1) s.chain.clear();
       } else if (op == OpCode::MatMul) {
+        widen_weights_of(s, node);
         pack_weights_of(s, node);
         fuse_bias(s, i);
         fuse_unary_chain(s, i);
       } else if (op == OpCode::Conv2d) {
+        widen_weights_of(s, node);
         pack_conv_weights_of(s, node);
         fuse_unary_chain(s, i);
       } else if (is_binary(op)) {
@@ -270,10 +280,12 @@ class ProgramBuilder {
   std::vector<std::uint32_t> readers_;
   std::vector<std::uint8_t> is_output_;
   std::vector<std::uint8_t> absorbed_;
+  bool widen_16bit_ = false;
 };
 
-RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget) {
-  return ProgramBuilder(graph, threads, budget).build();
+RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget,
+                                                             bool widen_16bit_weights) {
+  return ProgramBuilder(graph, threads, budget, widen_16bit_weights).build();
 }
 
 }  // namespace rml::detail
