@@ -66,6 +66,20 @@ TEST_CASE("output types") {
   CHECK(compile("gather", {f32({5, 4}), i32({2, 3})}, {{"axis", std::int64_t{-2}}}) == "f32 [2, 3, 4]");
   CHECK(compile("cast", {f32({2})}, {{"to", std::string("i32")}}) == "i32 [2]");
   CHECK(compile("copy", {i32({})}) == "i32 []");
+  // The dtypes beyond f32 and i32: comparisons give bool except on f32 (its 0/1 mask).
+  const auto t = [](DType d, Dims s) { return TensorType{d, Shape(std::move(s))}; };
+  CHECK(compile("less", {f32({2}), f32({2})}) == "f32 [2]");
+  CHECK(compile("less", {t(DType::f16, {2}), t(DType::f16, {2})}) == "bool [2]");
+  CHECK(compile("equal", {t(DType::i64, {2, 1}), t(DType::i64, {3})}) == "bool [2, 3]");
+  CHECK(compile("div", {t(DType::i64, {2}), t(DType::i64, {2})}) == "i64 [2]");
+  CHECK(compile("exp", {t(DType::bf16, {2})}) == "bf16 [2]");
+  CHECK(compile("mean", {t(DType::f16, {2, 3})}, {{"axes", std::vector<std::int64_t>{1}}}) == "f16 [2]");
+  CHECK(compile("argmax", {t(DType::i64, {2, 3})}, {{"axis", std::int64_t{1}}}) == "i32 [2]");
+  CHECK(compile("where", {t(DType::boolean, {2, 1}), t(DType::i64, {3}), t(DType::i64, {1})}) == "i64 [2, 3]");
+  CHECK(compile("gather", {t(DType::bf16, {5, 4}), t(DType::i64, {2})}) == "bf16 [2, 4]");
+  CHECK(compile("cast", {t(DType::bf16, {2})}, {{"to", std::string("bool")}}) == "bool [2]");
+  CHECK(compile("logical_and", {t(DType::boolean, {2}), t(DType::boolean, {1})}) == "bool [2]");
+  CHECK(compile("pad", {t(DType::boolean, {2})}, {{"pads", std::vector<std::int64_t>{1, 0}}}) == "bool [3]");
 }
 
 TEST_CASE("rejections name the op and what is wrong") {
@@ -76,13 +90,26 @@ TEST_CASE("rejections name the op and what is wrong") {
   CHECK(compile("conv2d", {f32({1, 1, 3, 3})}) == "INVALID_ARGUMENT: conv2d: takes 2 to 3 inputs, got 1");
   CHECK(compile("concat", {}, {{"axis", std::int64_t{0}}}) ==
         "INVALID_ARGUMENT: concat: takes at least 1 input, got 0");
-  CHECK(compile("add", {f32({3}), i32({3})}) == "INVALID_ARGUMENT: add: input 1 must be f32, got i32 [3]");
+  CHECK(compile("add", {f32({3}), i32({3})}) ==
+        "INVALID_ARGUMENT: add: input 1 is i32 [3] but input 0 is f32 [3] (dtypes must agree)");
+  CHECK(compile("add", {TensorType{DType::boolean, Shape({3})}, TensorType{DType::boolean, Shape({3})}}) ==
+        "INVALID_ARGUMENT: add: does not compute on bool (input 0 is bool [3]; takes f32, i32, f16, bf16 or i64)");
+  CHECK(compile("matmul", {TensorType{DType::f16, Shape({2, 2})}, f32({2, 2})}) ==
+        "INVALID_ARGUMENT: matmul: input 1 is f32 [2, 2] but input 0 is f16 [2, 2] (dtypes must agree)");
+  CHECK(compile("softmax", {i32({2})}) ==
+        "INVALID_ARGUMENT: softmax: does not compute on i32 (input 0 is i32 [2]; takes f32, f16 or bf16)");
+  CHECK(compile("where", {i32({2}), f32({2}), f32({2})}) ==
+        "INVALID_ARGUMENT: where: condition (input 0) must be bool or f32, got i32 [2]");
+  CHECK(compile("where", {f32({2}), f32({2}), i32({2})}) ==
+        "INVALID_ARGUMENT: where: input 2 is i32 [2] but input 1 is f32 [2] (dtypes must agree)");
+  CHECK(compile("logical_not", {f32({2})}) ==
+        "INVALID_ARGUMENT: logical_not: does not compute on f32 (input 0 is f32 [2]; takes bool)");
   CHECK(compile("concat", {i32({2}), f32({2})}, {{"axis", std::int64_t{0}}}) ==
         "INVALID_ARGUMENT: concat: input 1 is f32 [2] but input 0 is i32 [2] (dtypes must agree)");
   CHECK(compile("gather", {f32({4}), f32({2})}) ==
-        "INVALID_ARGUMENT: gather: indices (input 1) must be i32, got f32 [2]");
-  CHECK(compile("argmax", {i32({4})}, {{"axis", std::int64_t{0}}}) ==
-        "INVALID_ARGUMENT: argmax: input 0 must be f32, got i32 [4]");
+        "INVALID_ARGUMENT: gather: indices (input 1) must be i32 or i64, got f32 [2]");
+  CHECK(compile("argmax", {TensorType{DType::boolean, Shape({4})}}, {{"axis", std::int64_t{0}}}) ==
+        "INVALID_ARGUMENT: argmax: does not compute on bool (input 0 is bool [4]; takes f32, i32, f16, bf16 or i64)");
   // Attributes: unknown, missing, wrong kind, out of range.
   CHECK(compile("relu", {f32({2})}, {{"alpha", 0.1}}) ==
         "INVALID_ARGUMENT: relu: unknown attribute 'alpha' (relu takes none)");
@@ -108,8 +135,8 @@ TEST_CASE("rejections name the op and what is wrong") {
         "INVALID_ARGUMENT: sum: axis -1 is listed twice in [1, -1]");
   CHECK(compile("gelu", {f32({2})}, {{"approximate", std::string("fast")}}) ==
         "INVALID_ARGUMENT: gelu: attribute 'approximate' must be \"none\" or \"tanh\", got \"fast\"");
-  CHECK(compile("cast", {f32({2})}, {{"to", std::string("f16")}}) ==
-        "INVALID_ARGUMENT: cast: attribute 'to' must be \"f32\" or \"i32\", got \"f16\"");
+  CHECK(compile("cast", {f32({2})}, {{"to", std::string("f8")}}) ==
+        "INVALID_ARGUMENT: cast: attribute 'to' must name a dtype (f32, i32, f16, bf16, i64 or bool), got \"f8\"");
   CHECK(compile("transpose", {f32({2, 3})}, {{"perm", std::vector<std::int64_t>{0, 0}}}) ==
         "INVALID_ARGUMENT: transpose: attribute 'perm' [0, 0] is not a permutation of the axes of f32 [2, 3]");
   CHECK(compile("slice", {f32({4})}, {{"starts", std::vector<std::int64_t>{0}},

@@ -18,8 +18,13 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+# NumPy has no bfloat16: a uint16 array holds bf16 bit patterns.
+SAFETENSORS_DTYPES = {np.dtype("float32"): "F32", np.dtype("int32"): "I32", np.dtype("float16"): "F16",
+                      np.dtype("uint16"): "BF16", np.dtype("int64"): "I64", np.dtype("bool"): "BOOL"}
+
+
 def write_safetensors(path, tensors, metadata=None):
-    """tensors: list of (name, np.ndarray float32/int32), stored in order with no gaps."""
+    """tensors: list of (name, np.ndarray of a SAFETENSORS_DTYPES dtype), stored in order with no gaps."""
     header = {}
     if metadata:
         header["__metadata__"] = metadata
@@ -27,7 +32,7 @@ def write_safetensors(path, tensors, metadata=None):
     blobs = []
     for name, array in tensors:
         array = np.asarray(array, order="C")  # keeps rank 0 (ascontiguousarray would make it rank 1)
-        dtype = {np.dtype("float32"): "F32", np.dtype("int32"): "I32"}[array.dtype]
+        dtype = SAFETENSORS_DTYPES[array.dtype]
         data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
         header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
         offset += len(data)

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "rml/exec/eager.hpp"
@@ -51,23 +52,51 @@ OpCase load_case(const std::string& name) {
   return c;
 }
 
+template <typename T>
+std::string compare_exact(const Tensor& got, const Tensor& want) {
+  const auto g = got.span<T>(), w = want.span<T>();
+  for (std::size_t i = 0; i < w.size(); ++i)
+    if (g[i] != w[i])
+      return "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " != " + std::to_string(w[i]);
+  return {};
+}
+
 /// Empty when `got` matches `want` within the case's tolerance; otherwise the first mismatch.
+/// Integers and bools compare exactly; f16 and bf16 widened to f32, and bit for bit (sign of zero
+/// included) when the tolerance is 0.
 std::string compare(const OpCase& c, const Tensor& got, const Tensor& want) {
   if (got.type() != want.type()) return "type " + got.type().to_string() + " != " + want.type().to_string();
-  if (want.dtype() == DType::i32) {
-    const auto g = got.span<std::int32_t>(), w = want.span<std::int32_t>();
-    for (std::size_t i = 0; i < w.size(); ++i)
-      if (g[i] != w[i]) return "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " != " + std::to_string(w[i]);
-    return {};
+  switch (want.dtype()) {
+    case DType::i32:
+      return compare_exact<std::int32_t>(got, want);
+    case DType::i64:
+      return compare_exact<std::int64_t>(got, want);
+    case DType::boolean:
+      return compare_exact<bool>(got, want);
+    default:
+      break;
   }
-  const auto g = got.span<float>(), w = want.span<float>();
+  std::vector<float> g, w;
+  std::vector<std::uint16_t> gb, wb;  // 16-bit patterns
+  if (want.dtype() == DType::f32) {
+    g = got.to_vector<float>(), w = want.to_vector<float>();
+  } else {
+    visit_dtype(want.dtype(), [&](auto d) {
+      using H = dtype_type_t<decltype(d)::value>;
+      if constexpr (std::is_same_v<H, f16> || std::is_same_v<H, bf16>) {
+        for (H h : got.span<H>()) g.push_back(static_cast<float>(h)), gb.push_back(h.bits);
+        for (H h : want.span<H>()) w.push_back(static_cast<float>(h)), wb.push_back(h.bits);
+      }
+    });
+  }
   for (std::size_t i = 0; i < w.size(); ++i) {
     const double a = g[i], b = w[i];
     if (std::isnan(b) && std::isnan(a)) continue;
     if (std::isinf(b) && a == b) continue;
-    if (!(std::abs(a - b) <= c.atol + c.rtol * std::abs(b)))
-      return "element " + std::to_string(i) + ": " + std::to_string(a) + " != " + std::to_string(b) +
-             " (rtol " + std::to_string(c.rtol) + ", atol " + std::to_string(c.atol) + ")";
+    const bool bits_differ = !wb.empty() && c.rtol == 0 && c.atol == 0 && gb[i] != wb[i];
+    if (bits_differ || !(std::abs(a - b) <= c.atol + c.rtol * std::abs(b)))
+      return "element " + std::to_string(i) + ": " + std::to_string(a) + " != " + std::to_string(b) + " (rtol " +
+             std::to_string(c.rtol) + ", atol " + std::to_string(c.atol) + ")";
   }
   return {};
 }
@@ -137,6 +166,26 @@ TEST_CASE("3x3 convolutions match NumPy through each Winograd transform and with
     ++ran;
   }
   CHECK(ran == 6);
+}
+
+TEST_CASE("16-bit matmul and conv2d match NumPy with their weights widened at create") {
+  int ran = 0;
+  for (const auto& name : case_names()) {
+    if (name.rfind("f16_", 0) != 0 && name.rfind("bf16_", 0) != 0) continue;
+    if (name.find("matmul") == std::string::npos && name.find("conv2d") == std::string::npos) continue;
+    INFO("case ", name);
+    const OpCase c = load_case(name);
+    ExecutorOptions options;
+    options.threads = 1;
+    options.widen_16bit_weights = true;
+    auto exec = Executor::create(c.graph, options);
+    REQUIRE_MESSAGE(exec.ok(), exec.error().to_string());
+    auto out = exec->run(c.inputs);
+    REQUIRE_MESSAGE(out.ok(), out.error().to_string());
+    check_outputs(c, *out, "executor x1, weights widened");
+    ++ran;
+  }
+  CHECK(ran == 12);
 }
 
 TEST_CASE("binary ops with a constant scalar fuse into their producer's step") {

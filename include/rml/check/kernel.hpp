@@ -26,9 +26,10 @@ struct UnaryPlan {
 /// is input i's element stride along dims[d], 0 where it broadcasts; along the last dimension it
 /// is always 0 or 1, so the innermost loop is vector-vector, vector-scalar or scalar-vector.
 struct BroadcastPlan {
-  std::int64_t n = 0;               ///< output elements
-  Dims dims;                        ///< collapsed output dims (at least one)
-  std::vector<Dims> strides;        ///< per input
+  std::int64_t n = 0;           ///< output elements
+  Dims dims;                    ///< collapsed output dims (at least one)
+  std::vector<Dims> strides;    ///< per input
+  bool bool_condition = false;  ///< where: the condition is bool (else an f32 mask)
 };
 
 /// `C[b] = A[b] @ B[b]` over row-major matrices. Batch dims are broadcast and collapsed; a batch
@@ -38,6 +39,7 @@ struct MatMulPlan {
   Dims batch_dims;       ///< collapsed output batch dims (may be empty)
   Dims a_batch_strides;  ///< element strides, 0 where broadcast
   Dims b_batch_strides;
+  std::int64_t a_numel = 0, b_numel = 0;  ///< the operands' element counts
 };
 
 /// conv2d geometry (NCHW). Groups split channels; `cg = c / groups`, `og = o / groups`.
@@ -104,6 +106,7 @@ struct ConcatPlan {
 /// gather: data `[outer, axis, inner]`, `count` indices; out `[outer, count, inner]`.
 struct GatherPlan {
   std::int64_t outer = 1, axis = 0, inner = 1, count = 0;
+  bool wide_indices = false;  ///< indices are i64 (else i32)
 };
 
 /// cast from the kernel's dtype to `to`.

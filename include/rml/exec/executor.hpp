@@ -39,6 +39,9 @@ struct ExecutorOptions {
   /// The Winograd transform 3x3 stride-1 convolutions with constant weights may take where it pays
   /// (docs/ops.md says which, and the rounding error measured); Winograd::off keeps them all direct.
   Winograd winograd = Winograd::f2;
+  /// Widen the f16/bf16 constant weights of matmul and conv2d to f32 once, here, instead of on
+  /// every run: faster runs for the f32 copies' memory (docs/ops.md, "16-bit floats").
+  bool widen_16bit_weights = false;
 };
 
 namespace detail {
@@ -97,7 +100,8 @@ class Executor {
       if (c.data.defined()) RML_RETURN_IF_ERROR(c.data.storage()->verify());
     RML_ASSIGN_OR_RETURN(auto pool, detail::executor_pool(graph, options));
     const int threads = pool ? pool->threads() : 1;
-    RML_ASSIGN_OR_RETURN(auto program, detail::build_program(graph, threads, budget, options.winograd));
+    RML_ASSIGN_OR_RETURN(auto program, detail::build_program(graph, threads, budget, options.winograd,
+                                                             options.widen_16bit_weights));
     std::vector<TensorType> output_types;
     for (ValueId v : program->outputs) output_types.push_back(program->types[v]);
     RML_RETURN_IF_ERROR(detail::check_run_budget(program->arena_bytes, output_types, budget));

@@ -4,7 +4,11 @@
 
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <utility>
+#include <vector>
+
+#include "rml/core/tensor.hpp"
 
 #include "rml/exec/kernels/common.hpp"
 #include "rml/exec/kernels/conv.hpp"
@@ -15,13 +19,124 @@
 
 namespace rml::detail {
 
+// matmul, conv2d, the pools and softmax on f16 and bf16: the operands are widened to f32 in the
+// step's scratch, the f32 kernel runs on them, and each output is rounded once to the 16-bit
+// type (the op's result). Constant 16-bit weights stay 16-bit in memory (mapped); the widened copy
+// lives in scratch, which the steps share, only while the step runs.
+
+/// The constant weights of a 16-bit matmul or conv2d widened to f32 once, at create
+/// (ExecutorOptions::widen_16bit_weights); the step's `packed`.
+struct WidenedWeights {
+  std::vector<float> data;
+};
+
+inline std::shared_ptr<const WidenedWeights> widen_weights(const Tensor& w) {
+  auto out = std::make_shared<WidenedWeights>();
+  out->data.reserve(static_cast<std::size_t>(w.numel()));
+  visit_dtype(w.dtype(), [&](auto d) {
+    using T = dtype_type_t<decltype(d)::value>;
+    if constexpr (is_half_v<T>)
+      for (T v : w.span<T>()) out->data.push_back(load(v));
+  });
+  return out;
+}
+
+/// Element counts of a widened op's inputs (up to 3) and its output.
+struct WidenedCounts {
+  std::array<std::int64_t, 3> in{};
+  std::int64_t out = 0;
+};
+
+inline WidenedCounts widened_counts(const Kernel& k) noexcept {
+  switch (k.op) {
+    case OpCode::MatMul: {
+      const auto& p = k.as<MatMulPlan>();
+      std::int64_t batch = 1;
+      for (std::int64_t d : p.batch_dims) batch *= d;
+      return {{p.a_numel, p.b_numel, 0}, batch * p.m * p.n};
+    }
+    case OpCode::Conv2d: {
+      const auto& p = k.as<Conv2dPlan>();
+      return {{p.n * p.c * p.h * p.w, p.o * p.cg * p.kh * p.kw, p.has_bias ? p.o : 0}, p.n * p.o * p.oh * p.ow};
+    }
+    case OpCode::MaxPool2d:
+    case OpCode::AvgPool2d: {
+      const auto& p = k.as<Pool2dPlan>();
+      return {{p.planes * p.h * p.w, 0, 0}, p.planes * p.oh * p.ow};
+    }
+    default: {  // softmax
+      const auto& p = k.as<AxisPlan>();
+      return {{p.outer * p.axis * p.inner, 0, 0}, p.outer * p.axis * p.inner};
+    }
+  }
+}
+
+/// `n` floats rounded up to whole 64-byte lines, so every buffer carved from scratch stays aligned.
+constexpr std::size_t float_lines(std::int64_t n) noexcept {
+  return (static_cast<std::size_t>(n) * sizeof(float) + 63) / 64 * 64;
+}
+
+/// Scratch of a widened op: its operands and output in f32, then what the f32 kernel needs.
+inline std::size_t widened_scratch_bytes(const Kernel& k, int threads) noexcept {
+  const WidenedCounts c = widened_counts(k);
+  std::size_t bytes = float_lines(c.in[0]) + float_lines(c.in[1]) + float_lines(c.in[2]) + float_lines(c.out);
+  if (k.op == OpCode::Conv2d) bytes += conv_scratch_bytes(k.as<Conv2dPlan>(), threads);
+  return bytes;
+}
+
+template <OpCode Op, typename T>
+Status widened_kernel(const Kernel& k, const KernelArgs& a) {
+  const WidenedCounts c = widened_counts(k);
+  std::byte* next = a.scratch;
+  auto take = [&](std::int64_t n) {
+    auto* buf = reinterpret_cast<float*>(next);
+    next += float_lines(n);
+    return buf;
+  };
+  std::array<const std::byte*, 3> in{};
+  for (std::size_t i = 0; i < a.in.size() && i < in.size(); ++i) {
+    float* buf = take(c.in[i]);
+    if (i == 1 && a.packed) {  // weights widened at create
+      in[i] = reinterpret_cast<const std::byte*>(static_cast<const WidenedWeights*>(a.packed)->data.data());
+      continue;
+    }
+    const T* src = in_ptr<T>(a, i);
+    for (std::int64_t j = 0; j < c.in[i]; ++j) buf[j] = load(src[j]);
+    in[i] = reinterpret_cast<const std::byte*>(buf);
+  }
+  float* out = take(c.out);
+  std::byte* const outs[1] = {reinterpret_cast<std::byte*>(out)};
+  const KernelArgs f32_args{std::span(in.data(), a.in.size()), std::span(outs, 1), a.pool, next, nullptr, nullptr};
+  Status s;
+  if constexpr (Op == OpCode::MatMul)
+    s = matmul_kernel<float>(k, f32_args);
+  else if constexpr (Op == OpCode::Conv2d)
+    s = conv2d_kernel<float>(k, f32_args);
+  else if constexpr (Op == OpCode::Softmax)
+    s = softmax_kernel<float>(k, f32_args);
+  else
+    s = pool2d_kernel<Op, float>(k, f32_args);
+  if (!s.ok()) return s;
+  T* y = out_ptr<T>(a);
+  for (std::int64_t j = 0; j < c.out; ++j) y[j] = store<T>(out[j]);
+  return {};
+}
+
+/// The ops that run on 16-bit floats through widened_kernel.
+constexpr bool is_widened_op(OpCode op) noexcept {
+  return op == OpCode::MatMul || op == OpCode::Conv2d || op == OpCode::MaxPool2d || op == OpCode::AvgPool2d ||
+         op == OpCode::Softmax;
+}
+
 /// The kernel of (Op, D). Each op family lists its ops; an op in none of them fails to compile.
 template <OpCode Op, DType D>
 constexpr KernelFn kernel_for() {
   using T = dtype_type_t<D>;
-  if constexpr (is_unary(Op))
+  if constexpr (is_widened_op(Op) && is_half_v<T>)
+    return &widened_kernel<Op, T>;
+  else if constexpr (is_unary(Op) || Op == OpCode::LogicalNot)
     return &unary_kernel<Op, T>;
-  else if constexpr (is_binary(Op))
+  else if constexpr (is_binary(Op) || Op == OpCode::LogicalAnd || Op == OpCode::LogicalOr)
     return &binary_kernel<Op, T>;
   else if constexpr (Op == OpCode::Where)
     return &where_kernel<T>;
@@ -87,7 +202,11 @@ inline KernelFn find_kernel(const Kernel& k) noexcept {
 
 /// Scratch bytes a kernel needs beyond its inputs and outputs when run on `threads` threads.
 inline std::size_t scratch_bytes(const Kernel& k, int threads) noexcept {
+  if (is_widened_op(k.op) && is_half_dtype(k.dtype)) return widened_scratch_bytes(k, threads);
   if (k.op == OpCode::Conv2d) return conv_scratch_bytes(k.as<Conv2dPlan>(), threads);
+  // The 16-bit floats reduce into one f32 accumulator per output.
+  const bool reduce = k.op == OpCode::Sum || k.op == OpCode::Mean || k.op == OpCode::Max || k.op == OpCode::Min;
+  if (reduce && is_half_dtype(k.dtype)) return static_cast<std::size_t>(k.as<ReducePlan>().out_n) * sizeof(float);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "rml/core/dtype.hpp"
@@ -64,6 +65,9 @@ enum class OpCode : std::uint16_t {
   Gather,
   Cast,
   Where,
+  LogicalAnd,
+  LogicalOr,
+  LogicalNot,
   count_,
 };
 
@@ -104,29 +108,65 @@ struct AttrSpec {
   bool computed = false;
 };
 
-/// Which dtypes an op accepts and which it produces.
+/// Which dtypes an op accepts and which it produces. The kernel's dtype (the column of the kernel
+/// table) is input 0's, except for `where` (input 1's: the values, not the condition).
 enum class DTypeRule : std::uint8_t {
-  f32_only,  ///< every input f32, outputs f32
-  any_same,  ///< every input f32 or i32, all the same; outputs have that dtype
-  gather,    ///< data f32 or i32, indices i32; output has data's dtype
-  cast,      ///< input f32 or i32; output dtype is attribute `to`
-  argmax,    ///< input f32; output i32
+  f32_only,      ///< every input f32, outputs f32
+  any_same,      ///< every input of one dtype (any); outputs have that dtype
+  gather,        ///< data of any dtype, indices i32 or i64; output has data's dtype
+  cast,          ///< input of any dtype; output dtype is attribute `to` (any)
+  argmax,        ///< input f32, f16, bf16, i32 or i64; output i32
+  float_same,    ///< every input f32, f16 or bf16, all the same; outputs have that dtype
+  numeric_same,  ///< every input f32, f16, bf16, i32 or i64, all the same; outputs have that dtype
+  compare,       ///< inputs as numeric_same; output bool, except f32 inputs give an f32 0/1 mask
+  where,         ///< condition bool or f32 (nonzero is true); the two values of one dtype (any)
+  logical,       ///< every input bool; output bool
 };
 
-/// Whether rule `rule` admits `d` as the dtype of input 0 (the dtype its kernel is chosen by).
-/// The checker and the kernel table both ask this, so a pair that checks always has a kernel.
+/// f32, f16, bf16, i32 and i64: the dtypes arithmetic is defined on.
+constexpr bool is_numeric_dtype(DType d) noexcept { return is_float_dtype(d) || is_integer_dtype(d); }
+
+/// Whether rule `rule` admits `d` as the dtype its kernel is chosen by (see DTypeRule). The
+/// checker and the kernel table both ask this, so a pair that checks always has a kernel.
 constexpr bool dtype_rule_admits(DTypeRule rule, DType d) noexcept {
+  if (d >= DType::count_) return false;
   switch (rule) {
     case DTypeRule::f32_only:
-    case DTypeRule::argmax:
       return d == DType::f32;
+    case DTypeRule::float_same:
+      return is_float_dtype(d);
+    case DTypeRule::numeric_same:
+    case DTypeRule::compare:
+    case DTypeRule::argmax:
+      return is_numeric_dtype(d);
     case DTypeRule::any_same:
     case DTypeRule::gather:
     case DTypeRule::cast:
-      return d == DType::f32 || d == DType::i32;
+    case DTypeRule::where:
+      return true;
+    case DTypeRule::logical:
+      return d == DType::boolean;
   }
   return false;
 }
+
+/// The dtypes `rule` admits, for messages: `f32, f16 or bf16`.
+inline std::string dtype_rule_list(DTypeRule rule) {
+  std::string s;
+  std::size_t count = 0, seen = 0;
+  for (std::size_t i = 0; i < dtype_count; ++i) count += dtype_rule_admits(rule, static_cast<DType>(i));
+  for (std::size_t i = 0; i < dtype_count; ++i) {
+    if (!dtype_rule_admits(rule, static_cast<DType>(i))) continue;
+    if (seen) s += seen + 1 == count ? " or " : ", ";
+    s += dtype_name(static_cast<DType>(i));
+    ++seen;
+  }
+  return s;
+}
+
+/// The output dtype of a comparison on inputs of dtype `d`: bool, or the f32 mask that files of
+/// format version 1 and the exporters before the 16-bit/integer dtypes rely on.
+constexpr DType compare_output_dtype(DType d) noexcept { return d == DType::f32 ? DType::f32 : DType::boolean; }
 
 /// A row of an op table.
 struct OpInfo {
@@ -195,19 +235,21 @@ inline constexpr std::span<const AttrSpec> no_attrs{};
 
 namespace detail {
 constexpr OpInfo unary(OpCode c, std::string_view name, std::string_view code_name,
-                       std::span<const AttrSpec> attrs = op_attrs::no_attrs) {
-  return {c, name, code_name, 1, 1, DTypeRule::f32_only, attrs};
+                       DTypeRule rule = DTypeRule::float_same, std::span<const AttrSpec> attrs = op_attrs::no_attrs) {
+  return {c, name, code_name, 1, 1, rule, attrs};
 }
-constexpr OpInfo binary(OpCode c, std::string_view name, std::string_view code_name) {
-  return {c, name, code_name, 2, 2, DTypeRule::f32_only, op_attrs::no_attrs};
+constexpr OpInfo binary(OpCode c, std::string_view name, std::string_view code_name,
+                        DTypeRule rule = DTypeRule::numeric_same) {
+  return {c, name, code_name, 2, 2, rule, op_attrs::no_attrs};
 }
 }  // namespace detail
 
-/// Unary elementwise ops: one f32 input, same shape out.
+/// Unary elementwise ops: one input, same shape and dtype out. neg, abs and relu take every
+/// numeric dtype; the others f32, f16 and bf16.
 inline constexpr std::array unary_ops = {
-    detail::unary(OpCode::Neg, "neg", "Neg"),
-    detail::unary(OpCode::Abs, "abs", "Abs"),
-    detail::unary(OpCode::Relu, "relu", "Relu"),
+    detail::unary(OpCode::Neg, "neg", "Neg", DTypeRule::numeric_same),
+    detail::unary(OpCode::Abs, "abs", "Abs", DTypeRule::numeric_same),
+    detail::unary(OpCode::Relu, "relu", "Relu", DTypeRule::numeric_same),
     detail::unary(OpCode::Sigmoid, "sigmoid", "Sigmoid"),
     detail::unary(OpCode::Tanh, "tanh", "Tanh"),
     detail::unary(OpCode::Exp, "exp", "Exp"),
@@ -216,24 +258,24 @@ inline constexpr std::array unary_ops = {
     detail::unary(OpCode::Rsqrt, "rsqrt", "Rsqrt"),
     detail::unary(OpCode::Reciprocal, "reciprocal", "Reciprocal"),
     detail::unary(OpCode::Erf, "erf", "Erf"),
-    detail::unary(OpCode::Gelu, "gelu", "Gelu", detail::op_attrs::of(detail::op_attrs::gelu)),
+    detail::unary(OpCode::Gelu, "gelu", "Gelu", DTypeRule::float_same, detail::op_attrs::of(detail::op_attrs::gelu)),
     detail::unary(OpCode::Silu, "silu", "Silu"),
     detail::unary(OpCode::Sin, "sin", "Sin"),
     detail::unary(OpCode::Cos, "cos", "Cos"),
 };
 
-/// Binary elementwise ops: two f32 inputs under NumPy broadcasting.
+/// Binary elementwise ops: two inputs of one dtype under NumPy broadcasting.
 inline constexpr std::array binary_ops = {
     detail::binary(OpCode::Add, "add", "Add"),
     detail::binary(OpCode::Sub, "sub", "Sub"),
     detail::binary(OpCode::Mul, "mul", "Mul"),
     detail::binary(OpCode::Div, "div", "Div"),
-    detail::binary(OpCode::Pow, "pow", "Pow"),
+    detail::binary(OpCode::Pow, "pow", "Pow", DTypeRule::float_same),
     detail::binary(OpCode::Maximum, "maximum", "Maximum"),
     detail::binary(OpCode::Minimum, "minimum", "Minimum"),
-    detail::binary(OpCode::Equal, "equal", "Equal"),
-    detail::binary(OpCode::Less, "less", "Less"),
-    detail::binary(OpCode::Greater, "greater", "Greater"),
+    detail::binary(OpCode::Equal, "equal", "Equal", DTypeRule::compare),
+    detail::binary(OpCode::Less, "less", "Less", DTypeRule::compare),
+    detail::binary(OpCode::Greater, "greater", "Greater", DTypeRule::compare),
 };
 
 /// Every other op, each with its own shape rule in rml/check/compile.hpp.
@@ -241,15 +283,15 @@ inline constexpr std::array other_ops = [] {
   namespace a = detail::op_attrs;
   using R = DTypeRule;
   return std::array{
-      OpInfo{OpCode::MatMul, "matmul", "MatMul", 2, 2, R::f32_only, a::no_attrs},
-      OpInfo{OpCode::Conv2d, "conv2d", "Conv2d", 2, 3, R::f32_only, a::of(a::conv2d)},
-      OpInfo{OpCode::MaxPool2d, "max_pool2d", "MaxPool2d", 1, 1, R::f32_only, a::of(a::max_pool2d)},
-      OpInfo{OpCode::AvgPool2d, "avg_pool2d", "AvgPool2d", 1, 1, R::f32_only, a::of(a::avg_pool2d)},
-      OpInfo{OpCode::Sum, "sum", "Sum", 1, 1, R::f32_only, a::of(a::reduce)},
-      OpInfo{OpCode::Mean, "mean", "Mean", 1, 1, R::f32_only, a::of(a::reduce)},
-      OpInfo{OpCode::Max, "max", "Max", 1, 1, R::f32_only, a::of(a::reduce)},
-      OpInfo{OpCode::Min, "min", "Min", 1, 1, R::f32_only, a::of(a::reduce)},
-      OpInfo{OpCode::Softmax, "softmax", "Softmax", 1, 1, R::f32_only, a::of(a::softmax)},
+      OpInfo{OpCode::MatMul, "matmul", "MatMul", 2, 2, R::float_same, a::no_attrs},
+      OpInfo{OpCode::Conv2d, "conv2d", "Conv2d", 2, 3, R::float_same, a::of(a::conv2d)},
+      OpInfo{OpCode::MaxPool2d, "max_pool2d", "MaxPool2d", 1, 1, R::float_same, a::of(a::max_pool2d)},
+      OpInfo{OpCode::AvgPool2d, "avg_pool2d", "AvgPool2d", 1, 1, R::float_same, a::of(a::avg_pool2d)},
+      OpInfo{OpCode::Sum, "sum", "Sum", 1, 1, R::numeric_same, a::of(a::reduce)},
+      OpInfo{OpCode::Mean, "mean", "Mean", 1, 1, R::float_same, a::of(a::reduce)},
+      OpInfo{OpCode::Max, "max", "Max", 1, 1, R::numeric_same, a::of(a::reduce)},
+      OpInfo{OpCode::Min, "min", "Min", 1, 1, R::numeric_same, a::of(a::reduce)},
+      OpInfo{OpCode::Softmax, "softmax", "Softmax", 1, 1, R::float_same, a::of(a::softmax)},
       OpInfo{OpCode::ArgMax, "argmax", "ArgMax", 1, 1, R::argmax, a::of(a::argmax)},
       OpInfo{OpCode::Reshape, "reshape", "Reshape", 1, 1, R::any_same, a::of(a::shape)},
       OpInfo{OpCode::Transpose, "transpose", "Transpose", 1, 1, R::any_same, a::of(a::transpose)},
@@ -260,7 +302,10 @@ inline constexpr std::array other_ops = [] {
       OpInfo{OpCode::Copy, "copy", "Copy", 1, 1, R::any_same, a::no_attrs},
       OpInfo{OpCode::Gather, "gather", "Gather", 2, 2, R::gather, a::of(a::gather)},
       OpInfo{OpCode::Cast, "cast", "Cast", 1, 1, R::cast, a::of(a::cast)},
-      OpInfo{OpCode::Where, "where", "Where", 3, 3, R::f32_only, a::no_attrs},
+      OpInfo{OpCode::Where, "where", "Where", 3, 3, R::where, a::no_attrs},
+      OpInfo{OpCode::LogicalAnd, "logical_and", "LogicalAnd", 2, 2, R::logical, a::no_attrs},
+      OpInfo{OpCode::LogicalOr, "logical_or", "LogicalOr", 2, 2, R::logical, a::no_attrs},
+      OpInfo{OpCode::LogicalNot, "logical_not", "LogicalNot", 1, 1, R::logical, a::no_attrs},
   };
 }();
 

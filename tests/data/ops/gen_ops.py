@@ -4,7 +4,8 @@
 Each case is a small rml-graph model, <case>.json + <case>.safetensors. The safetensors file holds
 the graph's stored constants (const.<id>), its inputs (input.<k>) and NumPy's expected outputs
 (expected.<k>), computed in float64 and rounded to float32. The graph's metadata says how to
-compare: "rtol"/"atol" (|got - want| <= atol + rtol * |want|; i32 outputs compare exactly), or
+compare: "rtol"/"atol" (|got - want| <= atol + rtol * |want|; integer and bool outputs compare
+exactly, and 16-bit float outputs bit for bit when both are 0), or
 "error": a status code name the run must fail with (data the checker cannot see).
 
 Run: /usr/bin/python3 tests/data/ops/gen_ops.py  (deterministic; rewrites every case)
@@ -32,7 +33,9 @@ def tol_k(k):
 
 
 def dtype_name(a):
-    return {np.dtype("float32"): "f32", np.dtype("int32"): "i32"}[a.dtype]
+    # uint16 arrays hold bf16 bit patterns (NumPy has no bfloat16; see gen_fixtures.py).
+    return {np.dtype("float32"): "f32", np.dtype("int32"): "i32", np.dtype("float16"): "f16",
+            np.dtype("uint16"): "bf16", np.dtype("int64"): "i64", np.dtype("bool"): "bool"}[a.dtype]
 
 
 class Case:
@@ -615,6 +618,287 @@ def scalar_chain_cases():
     c.write()
 
 
+# ---- the dtypes beyond f32 and i32: f16, bf16, i64, bool ----
+EXACT = {"rtol": "0", "atol": "0"}
+
+
+def bf16_bits_of(value):
+    """bf16 bit pattern of a Python float (exact in float64), rounded to nearest, ties to even:
+    written from the format's definition (8 significant bits, exponents down to 2^-133), not from
+    bit tricks, so it checks rml's conversion independently."""
+    if math.isnan(value):
+        return 0x7FC0
+    sign = 0x8000 if math.copysign(1.0, value) < 0 else 0
+    a = abs(value)
+    if math.isinf(a):
+        return sign | 0x7F80
+    if a == 0:
+        return sign
+    _, e = math.frexp(a)  # a = m * 2^e, 0.5 <= m < 1
+    q = math.ldexp(1.0, max(e - 8, -133))  # the spacing of bf16 values near a
+    k = a / q
+    lo = math.floor(k)
+    if k - lo > 0.5 or (k - lo == 0.5 and lo % 2 == 1):
+        lo += 1
+    r = lo * q
+    if r >= 2.0 ** 128:
+        return sign | 0x7F80
+    return sign | (int(np.array(r, dtype=np.float32).view(np.uint32)) >> 16)
+
+
+def bf16(values):
+    """A float array rounded to bf16 (a uint16 array of bit patterns)."""
+    flat = [bf16_bits_of(float(v)) for v in np.asarray(values, dtype=np.float64).ravel()]
+    return np.array(flat, dtype=np.uint16).reshape(np.shape(values))
+
+
+def bf16_f32(bits):
+    return (np.asarray(bits, dtype=np.uint32) << 16).view(np.float32)
+
+
+HALF = {
+    # name: (round an f32 array to the type, widen the type to f32, tolerance: one unit in the last
+    # place, and the f32 approximations' absolute error near 0 as for f32)
+    "f16": (lambda a: np.asarray(a, dtype=np.float32).astype(np.float16), lambda h: h.astype(np.float32),
+            {"rtol": "0.000977", "atol": "1e-6"}),
+    "bf16": (bf16, bf16_f32, {"rtol": "0.0079", "atol": "1e-6"}),
+}
+INTS = {"i32": np.int32, "i64": np.int64}
+
+
+def half_cases(r):
+    """Each elementwise op on f16 and bf16: inputs rounded to the type, the op computed in float32 by
+    NumPy, the result rounded to the type. The IEEE operations (add, sub, mul, div, sqrt, neg, abs,
+    relu, maximum, minimum) must match bit for bit; functions rml approximates within one unit of
+    the 16-bit type."""
+    exact_unary = {"neg", "abs", "relu", "sqrt"}
+    for t, (rnd, wid, ulp) in HALF.items():
+        for op, fn in UNARY.items():
+            x = f32(r.standard_normal((3, 7)) * 3)
+            if op in POSITIVE:
+                x = np.abs(x) + f32(0.1)
+            xt = rnd(x)
+            y = f32(fn(wid(xt).astype(np.float64)))  # the function in f64, rounded to f32 ...
+            if op in exact_unary:
+                y = fn(wid(xt))  # ... or NumPy's float32 operation itself
+            one_op("%s_unary_%s" % (t, op), op, [xt], rnd(y), meta=EXACT if op in exact_unary else ulp)
+        for op in ("add", "sub", "mul", "div", "pow", "maximum", "minimum"):
+            a, b = operand((3, 4), op), operand((4,), op)
+            at, bt = rnd(a), rnd(b)
+            y = BINARY[op](wid(at), wid(bt)).astype(np.float32)
+            one_op("%s_binary_%s" % (t, op), op, [at, bt], rnd(y), meta=EXACT if op != "pow" else ulp)
+        for op, fn in (("equal", np.equal), ("less", np.less), ("greater", np.greater)):
+            a = rnd(f32(r.integers(-2, 3, size=(3, 4)) * 0.5))
+            b = rnd(f32(r.integers(-2, 3, size=(4,)) * 0.5))
+            one_op("%s_compare_%s" % (t, op), op, [a, b], fn(wid(a), wid(b)), meta=EXACT)
+        # 2048 + 1 rounds to 2048 in f16 (ties to even), 256 + 1 in bf16: rounding after each op.
+        big = 2048.0 if t == "f16" else 256.0
+        a, b = rnd(f32([big, big, 1.0, 65504.0 if t == "f16" else 3e38])), rnd(f32([1.0, 3.0, 1e-4, 65504.0 if t == "f16" else 3e38]))
+        one_op("%s_add_rounding" % t, "add", [a, b], rnd(wid(a) + wid(b)), meta=EXACT)
+        x = rnd(f32(r.standard_normal((2, 3, 5))))
+        xw = wid(x).astype(np.float64)
+        for op, fn in (("sum", np.sum), ("mean", np.mean), ("max", np.max), ("min", np.min)):
+            # Summed in f32 and rounded once: within a unit of the type, plus f32's own error near 0.
+            tol = dict(ulp, atol="1e-6")
+            one_op("%s_%s_axis1" % (t, op), op, [x], rnd(f32(fn(xw, axis=1))), {"axes": [1]}, meta=tol)
+            one_op("%s_%s_split" % (t, op), op, [x], rnd(f32(fn(xw, axis=(0, 2), keepdims=True))),
+                   {"axes": [0, 2], "keepdims": True}, meta=tol)
+        a = rnd(f32(r.integers(0, 4, size=(3, 4, 5))))
+        one_op("%s_argmax" % t, "argmax", [a], np.argmax(wid(a), axis=1).astype(np.int32), {"axis": 1})
+        cond = r.integers(0, 2, size=(2, 1)).astype(bool)
+        xa, ya = rnd(randn(2, 3)), rnd(randn(3))
+        one_op("%s_where_bool" % t, "where", [cond, xa, ya], np.where(cond, xa, ya))
+        one_op("%s_where_mask" % t, "where", [f32(cond), xa, ya], np.where(cond, xa, ya))
+
+
+def half_product_cases(r):
+    """matmul, conv2d (constant 16-bit weights: they stay 16-bit, widened per run), the pools and
+    softmax on f16 and bf16: computed in float64 from the 16-bit inputs and rounded once; within a
+    unit in the last place plus f32's accumulation error."""
+    for t, (rnd, wid, ulp) in HALF.items():
+        def tol(k):
+            e = 1e-5 * math.sqrt(max(k, 1))
+            return {"rtol": "%.3g" % (float(ulp["rtol"]) + e), "atol": "%.3g" % e}
+
+        for name, (sa, sb), const in (("2d", ((3, 8), (8, 5)), False), ("rows_const", ((2, 6, 40), (40, 24)), True),
+                                      ("batch", ((2, 3, 4), (2, 4, 5)), False)):
+            a, b = rnd(f32(r.standard_normal(sa))), rnd(f32(r.standard_normal(sb)))
+            y = np.matmul(wid(a).astype(np.float64), wid(b).astype(np.float64))
+            one_op("%s_matmul_%s" % (t, name), "matmul", [a, b], rnd(f32(y)), meta=tol(sa[-1]),
+                   consts=(1,) if const else ())
+        for name, spec in (("pad_bias", dict(x=(2, 3, 6, 5), w=(4, 3, 3, 3), attrs={"pads": [1, 1, 1, 1]})),
+                           ("depthwise", dict(x=(1, 4, 6, 7), w=(4, 1, 3, 3), attrs={"groups": 4, "strides": [1, 2]})),
+                           ("tiled", dict(x=(1, 24, 10, 10), w=(16, 24, 3, 3), attrs={"pads": [1, 1, 1, 1]}))):
+            attrs = spec["attrs"]
+            x, w = rnd(f32(r.standard_normal(spec["x"]))), rnd(f32(r.standard_normal(spec["w"])))
+            bias = rnd(f32(r.standard_normal(spec["w"][0])))
+            y = conv_ref(wid(x), wid(w), wid(bias), attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0]),
+                         attrs.get("dilations", [1, 1]), attrs.get("groups", 1))
+            k = spec["w"][1] * spec["w"][2] * spec["w"][3]
+            one_op("%s_conv2d_%s" % (t, name), "conv2d", [x, w, bias], rnd(f32(y)), attrs, meta=tol(k), consts=(1, 2))
+        x = rnd(f32(r.standard_normal((2, 3, 7, 6))))
+        xw = wid(x)
+        one_op("%s_max_pool2d" % t, "max_pool2d", [x], rnd(f32(pool_ref(xw, [3, 3], [2, 1], [1, 1, 1, 0], "max"))),
+               {"kernel": [3, 3], "strides": [2, 1], "pads": [1, 1, 1, 0]}, meta=EXACT)
+        one_op("%s_avg_pool2d" % t, "avg_pool2d", [x], rnd(f32(pool_ref(xw, [3, 2], [2, 2], [1, 0, 1, 1], "avg"))),
+               {"kernel": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1]}, meta=tol(6))
+        s = rnd(f32(r.standard_normal((3, 4, 5)) * 4))
+        sd = wid(s).astype(np.float64)
+        for axis in (-1, 1):
+            e = np.exp(sd - sd.max(axis=axis, keepdims=True))
+            one_op("%s_softmax_axis%d" % (t, axis), "softmax", [s], rnd(f32(e / e.sum(axis=axis, keepdims=True))),
+                   {"axis": axis}, meta=tol(5))
+
+
+def int_cases(r):
+    """i32 and i64 arithmetic: wrapping add, sub, mul, neg and abs (NumPy's arrays wrap the same
+    way), division truncating toward zero, comparisons giving bool, reductions, argmax, where."""
+    for t, np_t in INTS.items():
+        info = np.iinfo(np_t)
+        edge = np.array([info.min, info.max, info.min + 1, -1, 0, 1, info.max - 1, 7], dtype=np_t)
+        other = np.array([-1, 1, info.max, info.min, 5, -7, 2, -3], dtype=np_t)
+        rand_a = r.integers(-1000, 1000, size=(3, 4)).astype(np_t)
+        rand_b = r.integers(1, 50, size=(4,)).astype(np_t) * np.array([1, -1, 1, -1], dtype=np_t)
+        with np.errstate(over="ignore"):
+            for op, fn in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                           ("maximum", np.maximum), ("minimum", np.minimum)):
+                one_op("%s_%s_wrap" % (t, op), op, [edge, other], fn(edge, other))
+                one_op("%s_%s" % (t, op), op, [rand_a, rand_b], fn(rand_a, rand_b))
+            for op, fn in (("neg", np.negative), ("abs", np.abs), ("relu", lambda v: np.maximum(v, 0))):
+                one_op("%s_unary_%s" % (t, op), op, [edge], fn(edge))
+
+        def trunc_div(a, b):
+            """Quotients truncated toward zero, in Python integers (NumPy's // floors)."""
+            a, b = np.broadcast_arrays(a, b)
+            q = [abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1) for x, y in zip(a.ravel().tolist(), b.ravel().tolist())]
+            return np.array(q, dtype=np_t).reshape(a.shape)
+
+        one_op("%s_div" % t, "div", [rand_a, rand_b], trunc_div(rand_a, rand_b))
+        num = np.array([7, -7, 7, -7, info.min, info.max, 0, info.min], dtype=np_t)
+        den = np.array([2, 2, -2, -2, 3, -1, 5, 1], dtype=np_t)
+        one_op("%s_div_edges" % t, "div", [num, den], trunc_div(num, den))
+        c = Case("%s_div_by_zero" % t, {"error": "INVALID_ARGUMENT"})
+        c.output(c.node("div", [c.input(num[:3], "a"), c.input(np.array([1, 0, 1], dtype=np_t), "b")],
+                        np.zeros(3, dtype=np_t)))
+        c.write()
+        c = Case("%s_div_overflow" % t, {"error": "OUT_OF_RANGE"})
+        c.output(c.node("div", [c.input(np.array([info.min], dtype=np_t), "a"),
+                                c.input(np.array([-1], dtype=np_t), "b")], np.zeros(1, dtype=np_t)))
+        c.write()
+        a = r.integers(-2, 3, size=(3, 4)).astype(np_t)
+        b = r.integers(-2, 3, size=(4,)).astype(np_t)
+        for op, fn in (("equal", np.equal), ("less", np.less), ("greater", np.greater)):
+            one_op("%s_compare_%s" % (t, op), op, [a, b], fn(a, b))
+        x = r.integers(-100, 100, size=(2, 3, 5)).astype(np_t)
+        for op, fn in (("sum", np.sum), ("max", np.max), ("min", np.min)):
+            one_op("%s_%s_axis1" % (t, op), op, [x], fn(x, axis=1).astype(np_t), {"axes": [1]})
+            one_op("%s_%s_split" % (t, op), op, [x], fn(x, axis=(0, 2), keepdims=True).astype(np_t),
+                   {"axes": [0, 2], "keepdims": True})
+        with np.errstate(over="ignore"):
+            wrap = np.array([info.max, info.max, 1], dtype=np_t)
+            one_op("%s_sum_wraps" % t, "sum", [wrap], np.sum(wrap, dtype=np_t))
+        one_op("%s_argmax" % t, "argmax", [x], np.argmax(x, axis=-1).astype(np.int32), {"axis": -1})
+        cond = r.integers(0, 2, size=(3, 1)).astype(bool)
+        one_op("%s_where" % t, "where", [cond, a, b], np.where(cond, a, b))
+
+
+def bool_cases(r):
+    a = r.integers(0, 2, size=(3, 4)).astype(bool)
+    b = r.integers(0, 2, size=(4,)).astype(bool)
+    one_op("bool_logical_and", "logical_and", [a, b], np.logical_and(a, b))
+    one_op("bool_logical_or", "logical_or", [a, b], np.logical_or(a, b))
+    one_op("bool_logical_not", "logical_not", [a], np.logical_not(a))
+    one_op("bool_where", "where", [a, a, b], np.where(a, a, b))
+
+
+def cast_value(x, src, dst):
+    """NumPy's value of cast from `src` to `dst`, as rml defines cast (see docs/ops.md)."""
+    if dst == "bool":
+        return x != 0 if src != "bf16" else bf16_f32(x) != 0
+    if src == "bool":
+        x = x.astype(np.float32)
+        src = "f32"
+    if src == "bf16":
+        x, src = bf16_f32(x), "f32"
+    if dst in INTS:
+        np_t = INTS[dst]
+        if src in INTS:
+            return x.astype(np_t)  # wraps, two's complement
+        info = np.iinfo(np_t)
+        xd = x.astype(np.float64)
+        out = np.where(np.isnan(xd), 0, np.trunc(np.nan_to_num(xd, nan=0.0, posinf=2.0 ** 70, neginf=-2.0 ** 70)))
+        out = [info.max if v >= 2.0 ** (info.bits - 1) else info.min if v <= -2.0 ** (info.bits - 1) else int(v)
+               for v in out.ravel().tolist()]
+        return np.array(out, dtype=np_t).reshape(x.shape)
+    if dst == "f32":
+        return x.astype(np.float32)
+    if dst == "f16":
+        if src in INTS:
+            return x.astype(np.float16)  # exact in float64 first: one rounding
+        return x.astype(np.float32).astype(np.float16)
+    return bf16(x.astype(np.float64))  # bf16 from the exact value
+
+
+def cast_cases(r):
+    floats = [3.7, -3.7, 0.5, -0.5, 1e10, -1e10, np.nan, np.inf, -np.inf, 0.0, -0.0, 65519.0, 65520.0,
+              2147483520.0, -2147483648.0, 9.3e18, 1.00390625, 1.0078125, 2.5e-8, 1e-40]
+    ints = [0, 1, -1, 7, -7, 2049, 16842753, -16842753, 65519, 65520, 2147483647, -2147483648, 300]
+    i64s = ints + [2 ** 40 + 1, -(2 ** 40) - 3, 2 ** 53 - 1, 2 ** 62]
+    source = {
+        "f32": f32(floats), "f16": f32(floats).astype(np.float16), "bf16": bf16(np.array(floats)),
+        "i32": np.array(ints, dtype=np.int32), "i64": np.array(i64s, dtype=np.int64),
+        "bool": np.array([True, False, True], dtype=bool),
+    }
+    for src, x in source.items():
+        for dst in ("f32", "f16", "bf16", "i32", "i64", "bool"):
+            with np.errstate(invalid="ignore", over="ignore"):
+                want = cast_value(x, src, dst)
+            one_op("cast_%s_to_%s" % (src, dst), "cast", [x], want, {"to": dst}, meta=EXACT)
+
+
+def movement_dtype_cases(r):
+    """Every movement op and gather (i64 indices) on each dtype beyond f32 and i32."""
+    make = {
+        "f16": lambda s: f32(r.standard_normal(s)).astype(np.float16),
+        "bf16": lambda s: bf16(r.standard_normal(s)),
+        "i64": lambda s: r.integers(-2 ** 40, 2 ** 40, size=s).astype(np.int64),
+        "bool": lambda s: r.integers(0, 2, size=s).astype(bool),
+    }
+    for t, mk in make.items():
+        x = mk((2, 3, 4))
+        one_op("%s_reshape" % t, "reshape", [x], x.reshape(4, -1), {"shape": [4, -1]})
+        one_op("%s_transpose" % t, "transpose", [x], np.transpose(x, (1, 2, 0)).copy(), {"perm": [1, 2, 0]})
+        ys = [x, mk((2, 1, 4))]
+        one_op("%s_concat" % t, "concat", ys, np.concatenate(ys, axis=1), {"axis": 1})
+        one_op("%s_slice" % t, "slice", [x], x[:, -2:, ::3].copy(), {"starts": [-2, 0], "ends": [3, 4], "axes": [1, 2],
+                                                                  "steps": [1, 3]})
+        e = mk((3, 1))
+        one_op("%s_expand" % t, "expand", [e], np.broadcast_to(e, (2, 3, 4)).copy(), {"shape": [2, 3, 4]})
+        value = 1.5 if t != "bool" else 1.0
+        fill = {"f16": np.float16(1.5), "bf16": bf16(np.array(1.5)), "i64": 1, "bool": True}[t]
+        one_op("%s_pad" % t, "pad", [x], np.pad(x, ((0, 1), (1, 0), (0, 0)), constant_values=fill),
+               {"pads": [0, 1, 0, 1, 0, 0], "value": value})
+        one_op("%s_copy" % t, "copy", [x], x.copy())
+        idx = np.array([[0, -1], [2, -3]], dtype=np.int64)
+        one_op("%s_gather_i64" % t, "gather", [x, idx], np.take(x, idx, axis=1), {"axis": 1})
+    x = randn(4, 3)
+    one_op("gather_i64_indices", "gather", [x, np.array([3, -4, 1], dtype=np.int64)], np.take(x, [3, -4, 1], axis=0))
+    c = Case("gather_i64_out_of_range", {"error": "OUT_OF_RANGE"})
+    c.output(c.node("gather", [c.input(x, "data"), c.input(np.array([0, 2 ** 40], dtype=np.int64), "indices")],
+                    np.zeros((2, 3), dtype=np.float32)))
+    c.write()
+
+
+def dtype_cases():
+    r = np.random.default_rng(20266)
+    half_cases(r)
+    half_product_cases(np.random.default_rng(20267))
+    int_cases(r)
+    bool_cases(r)
+    cast_cases(r)
+    movement_dtype_cases(r)
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -633,6 +917,7 @@ def main():
     movement_cases()
     graph_cases()
     scalar_chain_cases()
+    dtype_cases()
 
 
 if __name__ == "__main__":

@@ -147,28 +147,53 @@ inline Status check_signature(const OpInfo& info, std::span<const TensorType> in
                               std::string(dtype_name(d)) + ", got " + in[i].to_string());
     return {};
   };
-  if (n > 0 && info.dtypes != DTypeRule::f32_only && info.dtypes != DTypeRule::argmax &&
-      !dtype_rule_admits(info.dtypes, in[0].dtype))
-    return invalid_argument("does not compute on " + std::string(dtype_name(in[0].dtype)) + " (input 0 is " +
-                            in[0].to_string() + ")");
+  // The input whose dtype picks the kernel must be one the rule admits; the others agree with it.
+  auto admit = [&](std::size_t i, std::string_view role) -> Status {
+    if (!dtype_rule_admits(info.dtypes, in[i].dtype))
+      return invalid_argument("does not compute on " + std::string(dtype_name(in[i].dtype)) + " (" + std::string(role) +
+                              " is " + in[i].to_string() + "; takes " + dtype_rule_list(info.dtypes) + ")");
+    return {};
+  };
+  auto agree = [&](std::size_t first) -> Status {
+    for (std::size_t i = first + 1; i < n; ++i)
+      if (in[i].dtype != in[first].dtype)
+        return invalid_argument("input " + std::to_string(i) + " is " + in[i].to_string() + " but input " +
+                                std::to_string(first) + " is " + in[first].to_string() + " (dtypes must agree)");
+    return {};
+  };
+  if (n == 0) return {};
   switch (info.dtypes) {
     case DTypeRule::f32_only:
-    case DTypeRule::argmax:
       for (std::size_t i = 0; i < n; ++i) RML_RETURN_IF_ERROR(need(i, DType::f32));
       break;
     case DTypeRule::any_same:
-      for (std::size_t i = 1; i < n; ++i)
-        if (in[i].dtype != in[0].dtype)
-          return invalid_argument("input " + std::to_string(i) + " is " + in[i].to_string() + " but input 0 is " +
-                                  in[0].to_string() + " (dtypes must agree)");
+    case DTypeRule::float_same:
+    case DTypeRule::numeric_same:
+    case DTypeRule::compare:
+    case DTypeRule::logical:
+      RML_RETURN_IF_ERROR(admit(0, "input 0"));
+      RML_RETURN_IF_ERROR(agree(0));
+      break;
+    case DTypeRule::argmax:
+    case DTypeRule::cast:
+      RML_RETURN_IF_ERROR(admit(0, "input 0"));
       break;
     case DTypeRule::gather:
-      RML_RETURN_IF_ERROR(need(1, DType::i32, "indices (input 1)"));
+      if (in[1].dtype != DType::i32 && in[1].dtype != DType::i64)
+        return invalid_argument("indices (input 1) must be i32 or i64, got " + in[1].to_string());
       break;
-    case DTypeRule::cast:
+    case DTypeRule::where:
+      if (in[0].dtype != DType::boolean && in[0].dtype != DType::f32)
+        return invalid_argument("condition (input 0) must be bool or f32, got " + in[0].to_string());
+      RML_RETURN_IF_ERROR(agree(1));
       break;
   }
   return {};
+}
+
+/// The dtype the node's kernel is chosen by: input 0's, or for `where` the values' (input 1).
+inline DType kernel_dtype(OpCode op, std::span<const TensorType> in) {
+  return op == OpCode::Where ? in[1].dtype : in[0].dtype;
 }
 
 // ---- one rule per op family ----
@@ -182,7 +207,7 @@ inline Result<CompiledOp> compile_unary(OpCode op, const AttrReader& attrs, cons
                               "\"");
     p.gelu_tanh = approx == "tanh";
   }
-  return single(DType::f32, x.shape.dims(), Kernel{op, DType::f32, p});
+  return single(x.dtype, x.shape.dims(), Kernel{op, x.dtype, p});
 }
 
 inline Result<CompiledOp> compile_broadcast(OpCode op, std::span<const TensorType> in) {
@@ -194,8 +219,12 @@ inline Result<CompiledOp> compile_broadcast(OpCode op, std::span<const TensorTyp
     for (std::size_t i = 0; i < in.size(); ++i) s += (i ? " with " : "") + in[i].to_string();
     return invalid_argument(s);
   }
-  RML_RETURN_IF_ERROR(output_fits(*out));
+  const DType kd = kernel_dtype(op, in);
+  DType out_dtype = kd;
+  if (op_info(op).dtypes == DTypeRule::compare) out_dtype = compare_output_dtype(kd);
+  RML_RETURN_IF_ERROR(output_fits(*out, out_dtype));
   BroadcastPlan p;
+  p.bool_condition = op == OpCode::Where && in[0].dtype == DType::boolean;
   p.n = Shape(*out).numel();
   p.dims = *out;
   p.strides.resize(in.size());
@@ -205,7 +234,7 @@ inline Result<CompiledOp> compile_broadcast(OpCode op, std::span<const TensorTyp
     refs.push_back(&p.strides[i]);
   }
   collapse_dims(p.dims, refs);
-  return single(DType::f32, *out, Kernel{op, DType::f32, std::move(p)});
+  return single(out_dtype, *out, Kernel{op, kd, std::move(p)});
 }
 
 inline Result<CompiledOp> compile_matmul(std::span<const TensorType> in) {
@@ -229,7 +258,7 @@ inline Result<CompiledOp> compile_matmul(std::span<const TensorType> in) {
   if (!b_vec) out.push_back(n);
   RML_RETURN_IF_ERROR(output_fits(out));
 
-  MatMulPlan p{m, k, n, *batch, {}, {}};
+  MatMulPlan p{m, k, n, *batch, {}, {}, in[0].shape.numel(), in[1].shape.numel()};
   p.a_batch_strides = broadcast_strides(a_batch, *batch);
   p.b_batch_strides = broadcast_strides(b_batch, *batch);
   for (auto& s : p.a_batch_strides) s *= m * k;
@@ -244,7 +273,7 @@ inline Result<CompiledOp> compile_matmul(std::span<const TensorType> in) {
   if (p.batch_dims == Dims{1}) p.batch_dims.clear();
   p.a_batch_strides.resize(p.batch_dims.size());
   p.b_batch_strides.resize(p.batch_dims.size());
-  return single(DType::f32, std::move(out), Kernel{OpCode::MatMul, DType::f32, std::move(p)});
+  return single(in[0].dtype, std::move(out), Kernel{OpCode::MatMul, in[0].dtype, std::move(p)});
 }
 
 inline Result<CompiledOp> compile_conv2d(const AttrReader& attrs, std::span<const TensorType> in) {
@@ -276,7 +305,8 @@ inline Result<CompiledOp> compile_conv2d(const AttrReader& attrs, std::span<cons
   if (p.kh < 1 || p.kw < 1) return invalid_argument("weight " + in[1].to_string() + " has an empty kernel");
   if (in.size() == 3) {
     if (in[2].shape.dims() != Dims{p.o})
-      return invalid_argument("bias (input 2) must be f32 [" + str(p.o) + "], got " + in[2].to_string());
+      return invalid_argument("bias (input 2) must be " + std::string(dtype_name(in[0].dtype)) + " [" + str(p.o) +
+                              "], got " + in[2].to_string());
     p.has_bias = true;
   }
   p.stride_h = strides[0], p.stride_w = strides[1];
@@ -295,7 +325,7 @@ inline Result<CompiledOp> compile_conv2d(const AttrReader& attrs, std::span<cons
   p.ow = (pw - ekw) / p.stride_w + 1;
   Dims out{p.n, p.o, p.oh, p.ow};
   RML_RETURN_IF_ERROR(output_fits(out));
-  return single(DType::f32, std::move(out), Kernel{OpCode::Conv2d, DType::f32, p});
+  return single(in[0].dtype, std::move(out), Kernel{OpCode::Conv2d, in[0].dtype, p});
 }
 
 inline Result<CompiledOp> compile_pool2d(OpCode op, const AttrReader& attrs, const TensorType& in) {
@@ -327,7 +357,7 @@ inline Result<CompiledOp> compile_pool2d(OpCode op, const AttrReader& attrs, con
   if (op == OpCode::AvgPool2d) p.count_include_pad = attrs.get_bool("count_include_pad");
   Dims out{x[0], x[1], p.oh, p.ow};
   RML_RETURN_IF_ERROR(output_fits(out));
-  return single(DType::f32, std::move(out), Kernel{op, DType::f32, p});
+  return single(in.dtype, std::move(out), Kernel{op, in.dtype, p});
 }
 
 /// Normalised, sorted, duplicate-free axes; `all_if_empty` makes an empty list mean every axis.
@@ -382,7 +412,8 @@ inline Result<CompiledOp> compile_reduce(OpCode op, const AttrReader& attrs, con
       }
     }
   }
-  return single(DType::f32, std::move(out), Kernel{op, DType::f32, std::move(p)});
+  RML_RETURN_IF_ERROR(output_fits(out, in.dtype));
+  return single(in.dtype, std::move(out), Kernel{op, in.dtype, std::move(p)});
 }
 
 inline AxisPlan axis_plan(const Dims& x, std::size_t axis) {
@@ -393,7 +424,7 @@ inline AxisPlan axis_plan(const Dims& x, std::size_t axis) {
 
 inline Result<CompiledOp> compile_softmax(const AttrReader& attrs, const TensorType& in) {
   RML_ASSIGN_OR_RETURN(std::size_t axis, normalize_axis(attrs.get_int("axis"), in.shape.rank()));
-  return single(DType::f32, in.shape.dims(), Kernel{OpCode::Softmax, DType::f32, axis_plan(in.shape.dims(), axis)});
+  return single(in.dtype, in.shape.dims(), Kernel{OpCode::Softmax, in.dtype, axis_plan(in.shape.dims(), axis)});
 }
 
 inline Result<CompiledOp> compile_argmax(const AttrReader& attrs, const TensorType& in) {
@@ -408,7 +439,7 @@ inline Result<CompiledOp> compile_argmax(const AttrReader& attrs, const TensorTy
       out.push_back(x[i]);
     else if (attrs.get_bool("keepdims"))
       out.push_back(1);
-  return single(DType::i32, std::move(out), Kernel{OpCode::ArgMax, DType::f32, axis_plan(x, axis)});
+  return single(DType::i32, std::move(out), Kernel{OpCode::ArgMax, in.dtype, axis_plan(x, axis)});
 }
 
 inline Result<CompiledOp> compile_reshape(const AttrReader& attrs, const TensorType& in) {
@@ -568,6 +599,7 @@ inline Result<CompiledOp> compile_gather(const AttrReader& attrs, std::span<cons
   GatherPlan p;
   const AxisPlan a = axis_plan(x, axis);
   p.outer = a.outer, p.axis = a.axis, p.inner = a.inner, p.count = in[1].shape.numel();
+  p.wide_indices = in[1].dtype == DType::i64;
   Dims out(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(axis));
   out.insert(out.end(), in[1].shape.begin(), in[1].shape.end());
   out.insert(out.end(), x.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.end());
@@ -579,7 +611,8 @@ inline Result<CompiledOp> compile_cast(const AttrReader& attrs, const TensorType
   const std::string_view to = attrs.get_string("to");
   const auto d = parse_dtype(to);
   if (!d || !dtype_rule_admits(DTypeRule::cast, *d))
-    return invalid_argument("attribute 'to' must be \"f32\" or \"i32\", got \"" + std::string(to) + "\"");
+    return invalid_argument("attribute 'to' must name a dtype (" + dtype_rule_list(DTypeRule::cast) + "), got \"" +
+                            std::string(to) + "\"");
   return single(*d, in.shape.dims(), Kernel{OpCode::Cast, in.dtype, CastPlan{in.shape.numel(), *d}});
 }
 
@@ -642,7 +675,12 @@ inline Result<CompiledOp> compile_rule(const NodeDef& node, std::span<const Tens
     case OpCode::Cast:
       return compile_cast(attrs, in[0]);
     case OpCode::Where:
+    case OpCode::LogicalAnd:
+    case OpCode::LogicalOr:
       return compile_broadcast(op, in);
+    case OpCode::LogicalNot:
+      return single(DType::boolean, in[0].shape.dims(),
+                    Kernel{op, DType::boolean, UnaryPlan{in[0].shape.numel(), false}});
     default:
       break;
   }

@@ -35,7 +35,8 @@ struct Step {
   std::int64_t bias = -1;        ///< value id of a fused bias, or -1
   std::size_t scratch_offset = 0;
   std::size_t scratch_bytes = 0;
-  /// Constant weights packed at create (PackedWeights for matmul, PackedConvWeights for conv2d).
+  /// Constant weights packed at create (PackedWeights for matmul, PackedConvWeights for conv2d;
+  /// for a 16-bit matmul or conv2d, its weights widened to f32: WidenedWeights).
   std::shared_ptr<const void> packed;
   std::size_t first_node = 0;  ///< index of the node it starts from (for messages)
   std::size_t node_count = 1;  ///< nodes fused into it
@@ -99,8 +100,10 @@ class WorkspacePool {
 
 /// Checks `graph` with infer_types' rules (its errors, unchanged), compiles every node, fuses,
 /// aliases, packs constant weights and plans the arena, for runs on `threads` threads (3x3
-/// convolutions through the `winograd` transform where it pays).
+/// convolutions through the `winograd` transform where it pays; 16-bit constant weights of matmul
+/// and conv2d widened to f32 once if `widen_16bit_weights`).
 RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget,
-                                                             Winograd winograd = Winograd::f2);
+                                                             Winograd winograd = Winograd::f2,
+                                                             bool widen_16bit_weights = false);
 
 }  // namespace rml::detail

@@ -22,8 +22,8 @@ namespace rml::detail {
 /// Builds the program: compiles and checks every node, fuses, aliases, plans the arena.
 class ProgramBuilder {
  public:
-  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget, Winograd winograd)
-      : g_(g), threads_(threads), budget_(budget), winograd_(winograd) {}
+  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget, Winograd winograd, bool widen_16bit_weights)
+      : g_(g), threads_(threads), budget_(budget), winograd_(winograd), widen_16bit_(widen_16bit_weights) {}
 
   Result<std::shared_ptr<Program>> build() {
     auto prog = std::make_shared<Program>();
@@ -99,6 +99,7 @@ class ProgramBuilder {
   /// operand is a constant f32 scalar that does not change v's type (`minimum(v, 6)` after relu).
   [[nodiscard]] std::optional<UnaryStep> chain_step(std::size_t j, ValueId v) const {
     const OpCode op = compiled_[j].op;
+    if (p_->types[v].dtype != DType::f32) return std::nullopt;  // chains run on f32 only
     if (is_unary(op)) return UnaryStep{op, compiled_[j].as<UnaryPlan>().gelu_tanh};
     const bool scalar_op = op == OpCode::Add || op == OpCode::Sub || op == OpCode::Mul || op == OpCode::Div ||
                            op == OpCode::Maximum || op == OpCode::Minimum;
@@ -131,6 +132,7 @@ class ProgramBuilder {
 
   /// matmul followed by `add` of a row vector [n] (or [1, ..., 1, n]) becomes a bias epilogue.
   void fuse_bias(Step& s, std::size_t i) {
+    if (s.kernel.dtype != DType::f32) return;  // the epilogue's bias is f32
     auto j = sole_reader(s.output, i);
     if (!j || compiled_[*j].op != OpCode::Add) return;
     const NodeDef& add = g_.nodes[*j];
@@ -153,19 +155,27 @@ class ProgramBuilder {
   void pack_weights_of(Step& s, const NodeDef& node) {
     const auto& mm = s.kernel.as<MatMulPlan>();
     const ValueId b = node.inputs[1];
-    if (p_->home[b] != ValueHome::constant || !mm.batch_dims.empty() || mm.m <= kGemvRows || mm.k == 0 || mm.n == 0)
+    if (s.kernel.dtype != DType::f32 || p_->home[b] != ValueHome::constant || !mm.batch_dims.empty() ||
+        mm.m <= kGemvRows || mm.k == 0 || mm.n == 0)
       return;
     auto packed = pack_weights(p_->constants[b].data<float>(), mm.k, mm.n, mm.m, threads_);
     s.scratch_bytes = packed->scratch_bytes();
     s.packed = std::move(packed);
   }
 
+  /// A 16-bit matmul or conv2d with constant weights widens them to f32 now, when asked to.
+  void widen_weights_of(Step& s, const NodeDef& node) {
+    const ValueId w = node.inputs[1];
+    if (!widen_16bit_ || !is_half_dtype(s.kernel.dtype) || p_->home[w] != ValueHome::constant) return;
+    s.packed = widen_weights(p_->constants[w]);
+  }
+
   /// A conv2d with constant weights (but a depthwise one, which runs directly) packs them now.
   void pack_conv_weights_of(Step& s, const NodeDef& node) {
     const auto& cp = s.kernel.as<Conv2dPlan>();
     const ValueId w = node.inputs[1];
-    if (p_->home[w] != ValueHome::constant || conv_is_depthwise(cp) || cp.og == 0 || cp.oh * cp.ow == 0 ||
-        cp.cg * cp.kh * cp.kw == 0)
+    if (s.kernel.dtype != DType::f32 || p_->home[w] != ValueHome::constant || conv_is_depthwise(cp) || cp.og == 0 ||
+        cp.oh * cp.ow == 0 || cp.cg * cp.kh * cp.kw == 0)
       return;
     auto packed = pack_conv_weights(cp, p_->constants[w].data<float>(), threads_, winograd_);
     s.scratch_bytes = packed->scratch_bytes();
@@ -196,10 +206,12 @@ class ProgramBuilder {
         fuse_unary_chain(s, i);
         if (s.chain.size() == 1) s.chain.clear();
       } else if (op == OpCode::MatMul) {
+        widen_weights_of(s, node);
         pack_weights_of(s, node);
         fuse_bias(s, i);
         fuse_unary_chain(s, i);
       } else if (op == OpCode::Conv2d) {
+        widen_weights_of(s, node);
         pack_conv_weights_of(s, node);
         fuse_unary_chain(s, i);
       } else if (is_binary(op)) {
@@ -269,11 +281,12 @@ class ProgramBuilder {
   std::vector<std::uint32_t> readers_;
   std::vector<std::uint8_t> is_output_;
   std::vector<std::uint8_t> absorbed_;
+  bool widen_16bit_ = false;
 };
 
 RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget,
-                                                             Winograd winograd) {
-  return ProgramBuilder(graph, threads, budget, winograd).build();
+                                                             Winograd winograd, bool widen_16bit_weights) {
+  return ProgramBuilder(graph, threads, budget, winograd, widen_16bit_weights).build();
 }
 
 }  // namespace rml::detail

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -31,6 +32,49 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 
 template <typename>
 inline constexpr bool dependent_false = false;
+
+/// f16 and bf16: stored in 16 bits, computed in f32.
+template <typename T>
+inline constexpr bool is_half_v = std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+
+/// An element as its kernel computes with it (compute_type_t: f32 for the 16-bit floats).
+template <typename T>
+constexpr compute_type_t<T> load(T v) noexcept {
+  if constexpr (is_half_v<T>)
+    return static_cast<float>(v);
+  else
+    return v;
+}
+/// A computed value as an element of type T: the 16-bit floats round to nearest, ties to even.
+template <typename T, typename C>
+constexpr T store(C v) noexcept {
+  if constexpr (is_half_v<T>)
+    return T(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
+
+/// Two's complement wrapping arithmetic for i32 and i64, through the unsigned type (no signed
+/// overflow, which C++ leaves undefined; the conversion back is modular since C++20).
+template <typename I>
+constexpr I wrap_add(I a, I b) noexcept {
+  using U = std::make_unsigned_t<I>;
+  return static_cast<I>(static_cast<U>(a) + static_cast<U>(b));
+}
+template <typename I>
+constexpr I wrap_sub(I a, I b) noexcept {
+  using U = std::make_unsigned_t<I>;
+  return static_cast<I>(static_cast<U>(a) - static_cast<U>(b));
+}
+template <typename I>
+constexpr I wrap_mul(I a, I b) noexcept {
+  using U = std::make_unsigned_t<I>;
+  return static_cast<I>(static_cast<U>(a) * static_cast<U>(b));
+}
+template <typename I>
+constexpr I wrap_neg(I a) noexcept {
+  return wrap_sub(I{0}, a);
+}
 
 /// A multi-index of `rank` zeros that lives on the stack for ranks up to 12 (kernels must not
 /// allocate in steady state; higher ranks are rare and fall back to the heap).

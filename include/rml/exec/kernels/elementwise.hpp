@@ -4,9 +4,13 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <span>
+#include <string>
+#include <type_traits>
 
 #include "rml/exec/kernels/common.hpp"
 
@@ -101,6 +105,37 @@ inline void unary_chain(std::span<const UnaryStep> chain, const float* x, float*
   }
 }
 
+/// A unary op on one integer element (i32, i64): neg and abs wrap (the minimum stays itself).
+template <OpCode Op, typename I>
+constexpr I int_unary(I v) noexcept {
+  if constexpr (Op == OpCode::Neg)
+    return wrap_neg(v);
+  else if constexpr (Op == OpCode::Abs)
+    return v < 0 ? wrap_neg(v) : v;
+  else if constexpr (Op == OpCode::Relu)
+    return v > 0 ? v : I{0};
+  else
+    static_assert(dependent_false<I>, "rml: no integer kernel for this unary op");
+}
+
+/// The 16-bit floats: blocks widened to f32 on the stack, each step of the chain computed by the
+/// f32 code and its result rounded to T, as if each op ran alone.
+template <typename T>
+void unary_chain_half(std::span<const UnaryStep> chain, const T* x, T* y, std::int64_t n) {
+  constexpr std::int64_t block = 1024;
+  float buf[block];
+  for (std::int64_t b = 0; b < n; b += block) {
+    const std::int64_t len = std::min(block, n - b);
+    for (std::int64_t i = 0; i < len; ++i) buf[i] = load(x[b + i]);
+    for (std::size_t s = 0; s < chain.size(); ++s) {
+      unary_apply(chain[s], buf, buf, len);
+      if (s + 1 < chain.size())
+        for (std::int64_t i = 0; i < len; ++i) buf[i] = load(store<T>(buf[i]));
+    }
+    for (std::int64_t i = 0; i < len; ++i) y[b + i] = store<T>(buf[i]);
+  }
+}
+
 template <OpCode Op, typename T>
 Status unary_kernel(const Kernel& k, const KernelArgs& a) {
   const auto& p = k.as<UnaryPlan>();
@@ -108,10 +143,19 @@ Status unary_kernel(const Kernel& k, const KernelArgs& a) {
   // A fused chain (see the executor) arrives as the epilogue; otherwise the op alone.
   std::span<const UnaryStep> chain(&self, 1);
   if (a.epilogue && !a.epilogue->chain.empty()) chain = a.epilogue->chain;
-  const float* x = in_ptr<float>(a, 0);
-  float* y = out_ptr<float>(a);
-  parallel_ranges(a.pool, p.n, work_grain(1),
-                  [&](std::int64_t b, std::int64_t e) { unary_chain(chain, x + b, y + b, e - b); });
+  const T* x = in_ptr<T>(a, 0);
+  T* y = out_ptr<T>(a);
+  if constexpr (std::is_same_v<T, float>) {
+    parallel_ranges(a.pool, p.n, work_grain(1),
+                    [&](std::int64_t b, std::int64_t e) { unary_chain(chain, x + b, y + b, e - b); });
+  } else if constexpr (is_half_v<T>) {
+    parallel_ranges(a.pool, p.n, work_grain(1),
+                    [&](std::int64_t b, std::int64_t e) { unary_chain_half(chain, x + b, y + b, e - b); });
+  } else if constexpr (Op == OpCode::LogicalNot) {
+    for (std::int64_t i = 0; i < p.n; ++i) y[i] = !x[i];
+  } else {
+    for (std::int64_t i = 0; i < p.n; ++i) y[i] = int_unary<Op>(x[i]);
+  }
   return {};
 }
 
@@ -161,9 +205,100 @@ void for_each_row(const BroadcastPlan& p, std::int64_t row_begin, std::int64_t r
   }
 }
 
+/// A binary op on one pair of elements of any dtype but f32 (which runs through BinaryOp): the
+/// 16-bit floats computed in f32, integers wrapping, comparisons giving bool. Integer div sets
+/// `fault` (1: by zero, 2: overflow) and gives 0.
+template <OpCode Op, typename C>
+constexpr auto scalar_binary(C a, C b, int& fault) noexcept {
+  if constexpr (Op == OpCode::Equal)
+    return a == b;
+  else if constexpr (Op == OpCode::Less)
+    return a < b;
+  else if constexpr (Op == OpCode::Greater)
+    return a > b;
+  else if constexpr (Op == OpCode::LogicalAnd)
+    return a && b;
+  else if constexpr (Op == OpCode::LogicalOr)
+    return a || b;
+  else if constexpr (std::is_floating_point_v<C>) {
+    if constexpr (Op == OpCode::Add)
+      return a + b;
+    else if constexpr (Op == OpCode::Sub)
+      return a - b;
+    else if constexpr (Op == OpCode::Mul)
+      return a * b;
+    else if constexpr (Op == OpCode::Div)
+      return a / b;
+    else if constexpr (Op == OpCode::Pow)
+      return std::pow(a, b);
+    else if constexpr (Op == OpCode::Maximum)
+      return nan_max(a, b);
+    else if constexpr (Op == OpCode::Minimum)
+      return nan_min(a, b);
+    else
+      static_assert(dependent_false<C>, "rml: no binary kernel for this op");
+  } else {
+    if constexpr (Op == OpCode::Add)
+      return wrap_add(a, b);
+    else if constexpr (Op == OpCode::Sub)
+      return wrap_sub(a, b);
+    else if constexpr (Op == OpCode::Mul)
+      return wrap_mul(a, b);
+    else if constexpr (Op == OpCode::Maximum)
+      return std::max(a, b);
+    else if constexpr (Op == OpCode::Minimum)
+      return std::min(a, b);
+    else if constexpr (Op == OpCode::Div) {
+      // Truncation toward zero (C++ and ONNX); the two quotients C++ leaves undefined are errors.
+      if (b == 0) {
+        fault |= 1;
+        return C{0};
+      }
+      if (b == -1 && a == std::numeric_limits<C>::min()) {
+        fault |= 2;
+        return C{0};
+      }
+      return static_cast<C>(a / b);
+    } else
+      static_assert(dependent_false<C>, "rml: no integer kernel for this binary op");
+  }
+}
+
+template <OpCode Op>
+inline constexpr bool is_comparison_v = Op == OpCode::Equal || Op == OpCode::Less || Op == OpCode::Greater;
+
+/// Every dtype but f32: one element at a time under the same broadcast walk.
 template <OpCode Op, typename T>
-Status binary_kernel(const Kernel& k, const KernelArgs& args) {
-  const auto& p = k.as<BroadcastPlan>();
+Status binary_kernel_any(const BroadcastPlan& p, const KernelArgs& args) {
+  using Out = std::conditional_t<is_comparison_v<Op>, bool, T>;
+  const T* x = in_ptr<T>(args, 0);
+  const T* y = in_ptr<T>(args, 1);
+  Out* z = out_ptr<Out>(args);
+  const std::int64_t len = p.dims.back();
+  const std::int64_t sx = p.strides[0].back(), sy = p.strides[1].back();
+  std::atomic<int> faults{0};
+  if (p.n == 0) return {};
+  parallel_ranges(args.pool, p.n / len, work_grain(len), [&](std::int64_t b, std::int64_t e) {
+    int fault = 0;
+    for_each_row<2>(p, b, e, [&](const std::array<std::int64_t, 2>& off, std::int64_t o) {
+      const T* xa = x + off[0];
+      const T* ya = y + off[1];
+      for (std::int64_t i = 0; i < len; ++i)
+        z[o + i] = store<Out>(scalar_binary<Op>(load(xa[i * sx]), load(ya[i * sy]), fault));
+    });
+    if (fault) faults.fetch_or(fault, std::memory_order_relaxed);
+  });
+  const int f = faults.load();
+  if (f & 1) return invalid_argument("integer division by zero");
+  if (f & 2)
+    return out_of_range("integer division overflows (the minimum of " + std::string(dtype_name(dtype_of_v<T>)) +
+                        " by -1)");
+  return {};
+}
+
+/// f32: rows through Eigen (vectorised), with a fused chain applied per block of rows.
+template <OpCode Op>
+Status binary_kernel_f32(const BroadcastPlan& p, const KernelArgs& args) {
   const float* x = in_ptr<float>(args, 0);
   const float* y = in_ptr<float>(args, 1);
   float* z = out_ptr<float>(args);
@@ -189,23 +324,38 @@ Status binary_kernel(const Kernel& k, const KernelArgs& args) {
   return {};
 }
 
-template <typename T>
-Status where_kernel(const Kernel& k, const KernelArgs& args) {
-  const auto& p = k.as<BroadcastPlan>();
-  const float* c = in_ptr<float>(args, 0);
-  const float* x = in_ptr<float>(args, 1);
-  const float* y = in_ptr<float>(args, 2);
-  float* z = out_ptr<float>(args);
+template <OpCode Op, typename T>
+Status binary_kernel(const Kernel& k, const KernelArgs& args) {
+  if constexpr (std::is_same_v<T, float>)
+    return binary_kernel_f32<Op>(k.as<BroadcastPlan>(), args);
+  else
+    return binary_kernel_any<Op, T>(k.as<BroadcastPlan>(), args);
+}
+
+/// where over condition elements of type Cond (bool, or an f32 mask: nonzero is true).
+template <typename Cond, typename T>
+Status where_rows(const BroadcastPlan& p, const KernelArgs& args) {
+  const Cond* c = in_ptr<Cond>(args, 0);
+  const T* x = in_ptr<T>(args, 1);
+  const T* y = in_ptr<T>(args, 2);
+  T* z = out_ptr<T>(args);
   const std::int64_t len = p.dims.back();
   const std::int64_t sc = p.strides[0].back(), sx = p.strides[1].back(), sy = p.strides[2].back();
   if (p.n == 0) return {};
   for_each_row<3>(p, 0, p.n / len, [&](const std::array<std::int64_t, 3>& off, std::int64_t o) {
-    const float* cr = c + off[0];
-    const float* xr = x + off[1];
-    const float* yr = y + off[2];
-    for (std::int64_t i = 0; i < len; ++i) z[o + i] = cr[i * sc] != 0.0f ? xr[i * sx] : yr[i * sy];
+    const Cond* cr = c + off[0];
+    const T* xr = x + off[1];
+    const T* yr = y + off[2];
+    for (std::int64_t i = 0; i < len; ++i) z[o + i] = cr[i * sc] != Cond{} ? xr[i * sx] : yr[i * sy];
   });
   return {};
+}
+
+template <typename T>
+Status where_kernel(const Kernel& k, const KernelArgs& args) {
+  const auto& p = k.as<BroadcastPlan>();
+  if (p.bool_condition) return where_rows<bool, T>(p, args);
+  return where_rows<float, T>(p, args);
 }
 
 }  // namespace rml::detail

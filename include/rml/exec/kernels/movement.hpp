@@ -13,13 +13,61 @@
 
 namespace rml::detail {
 
-/// f32 -> i32: truncation toward zero, saturating at the i32 range; NaN becomes 0.
-constexpr std::int32_t saturate_to_i32(float v) noexcept {
+/// A float -> i32 or i64: truncation toward zero, saturating at the integer's range; NaN becomes 0.
+template <typename I, typename F>
+constexpr I saturate_to(F v) noexcept {
+  // 2^31 or 2^63, exact in float and double.
+  constexpr F limit = static_cast<F>(std::uint64_t{1} << std::numeric_limits<I>::digits);
   if (v != v) return 0;
-  if (v >= 2147483648.0f) return std::numeric_limits<std::int32_t>::max();
-  if (v <= -2147483648.0f) return std::numeric_limits<std::int32_t>::min();
-  return static_cast<std::int32_t>(v);
+  if (v >= limit) return std::numeric_limits<I>::max();
+  if (v <= -limit) return std::numeric_limits<I>::min();
+  return static_cast<I>(v);
 }
+
+/// An integer as the nearest float with the low bit made sticky ("round to odd" at 24 bits), so
+/// that rounding it once more to f16 or bf16 gives the integer correctly rounded (no double
+/// rounding). Exact below 2^24.
+constexpr float int_to_float_odd(std::int64_t v) noexcept {
+  const bool neg = v < 0;
+  std::uint64_t u = neg ? std::uint64_t{0} - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
+  int shift = 0;
+  while ((u >> shift) >= (std::uint64_t{1} << 24)) ++shift;
+  std::uint64_t m = u >> shift;
+  if (shift && (u & ((std::uint64_t{1} << shift) - 1))) m |= 1;  // sticky
+  float f = static_cast<float>(m);                               // exact: m < 2^24
+  for (int i = 0; i < shift; ++i) f *= 2.0f;
+  return neg ? -f : f;
+}
+
+/// One element of dtype From as dtype To, as `cast` defines it: floats to integers truncate
+/// toward zero and saturate (NaN is 0); integers to narrower integers wrap (two's complement, as
+/// NumPy's astype); anything to bool is `x != 0` (NaN is true); bool is 0 or 1; every value is
+/// rounded once, to nearest even, to a float type.
+template <typename To, typename From>
+constexpr To convert(From x) noexcept {
+  if constexpr (std::is_same_v<To, From>)
+    return x;
+  else if constexpr (std::is_same_v<To, bool>)
+    return load(x) != compute_type_t<From>{};
+  else if constexpr (std::is_same_v<From, bool>)
+    return store<To>(x ? 1.0f : 0.0f);
+  else if constexpr (std::is_integral_v<To>) {
+    if constexpr (std::is_integral_v<From>)
+      return static_cast<To>(x);  // modular since C++20
+    else
+      return saturate_to<To>(load(x));
+  } else if constexpr (std::is_integral_v<From>) {
+    if constexpr (std::is_same_v<To, float>)
+      return static_cast<float>(x);
+    else
+      return To(int_to_float_odd(x));
+  } else {
+    return store<To>(load(x));  // f16 and bf16 widen exactly; one rounding to To
+  }
+}
+
+/// f32 -> i32 (the pad value, and callers before the other dtypes).
+constexpr std::int32_t saturate_to_i32(float v) noexcept { return saturate_to<std::int32_t>(v); }
 
 template <typename T>
 Status copy_kernel(const Kernel& kernel, const KernelArgs& args) {
@@ -73,9 +121,14 @@ template <typename T>
 Status pad_kernel(const Kernel& kernel, const KernelArgs& args) {
   const auto& p = kernel.as<PadPlan>();
   T* y = out_ptr<T>(args);
+  // The attribute is a double; it is cast as an f64 value would be (ints: truncated, saturated).
   T value;
-  if constexpr (std::is_same_v<T, float>) value = static_cast<float>(p.value);
-  else value = saturate_to_i32(static_cast<float>(p.value));
+  if constexpr (std::is_same_v<T, bool>)
+    value = p.value != 0;
+  else if constexpr (std::is_integral_v<T>)
+    value = saturate_to<T>(p.value);
+  else
+    value = store<T>(static_cast<float>(p.value));
   std::fill_n(y, p.out_n, value);
   strided_copy<T>(p.dims, in_ptr<T>(args, 0), nullptr, y + p.out_offset, p.out_strides.data());
   return {};
@@ -96,11 +149,10 @@ Status concat_kernel(const Kernel& kernel, const KernelArgs& args) {
   return {};
 }
 
-template <typename T>
-Status gather_kernel(const Kernel& kernel, const KernelArgs& args) {
-  const auto& p = kernel.as<GatherPlan>();
+template <typename T, typename Index>
+Status gather_rows(const GatherPlan& p, const KernelArgs& args) {
   const T* x = in_ptr<T>(args, 0);
-  const auto* indices = in_ptr<std::int32_t>(args, 1);
+  const auto* indices = in_ptr<Index>(args, 1);
   // Every index is checked before anything is read: the one failure the checker cannot see.
   for (std::int64_t j = 0; j < p.count; ++j) {
     const std::int64_t v = indices[j];
@@ -120,18 +172,20 @@ Status gather_kernel(const Kernel& kernel, const KernelArgs& args) {
 }
 
 template <typename T>
+Status gather_kernel(const Kernel& kernel, const KernelArgs& args) {
+  const auto& p = kernel.as<GatherPlan>();
+  return p.wide_indices ? gather_rows<T, std::int64_t>(p, args) : gather_rows<T, std::int32_t>(p, args);
+}
+
+template <typename T>
 Status cast_kernel(const Kernel& kernel, const KernelArgs& args) {
   const auto& p = kernel.as<CastPlan>();
   const T* x = in_ptr<T>(args, 0);
-  if (p.to == dtype_of_v<T>) {
-    std::copy(x, x + p.n, out_ptr<T>(args));
-  } else if (p.to == DType::i32) {
-    auto* y = out_ptr<std::int32_t>(args);
-    for (std::int64_t i = 0; i < p.n; ++i) y[i] = saturate_to_i32(static_cast<float>(x[i]));
-  } else {
-    auto* y = out_ptr<float>(args);
-    for (std::int64_t i = 0; i < p.n; ++i) y[i] = static_cast<float>(x[i]);
-  }
+  visit_dtype(p.to, [&](auto to) {
+    using To = dtype_type_t<decltype(to)::value>;
+    To* y = out_ptr<To>(args);
+    for (std::int64_t i = 0; i < p.n; ++i) y[i] = convert<To>(x[i]);
+  });
   return {};
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "rml/exec/kernels/common.hpp"
 
@@ -40,10 +41,76 @@ struct Reducer {
   }
 };
 
+/// Walks the input once in order, calling `f(i, o)` for input element i and the output o it
+/// reduces into.
+template <typename F>
+void for_each_reduced(const ReducePlan& p, const F& f) {
+  const std::size_t rank = p.dims.size();
+  SmallIndex idx(rank);
+  std::int64_t n = 1;
+  for (std::int64_t d : p.dims) n *= d;
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t o = 0;
+    for (std::size_t d = 0; d < rank; ++d)
+      if (!p.reduced[d]) o = o * p.dims[d] + idx[d];
+    f(i, o);
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++idx[d] < p.dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/// The reductions on every dtype but f32, in one walk over the input: integers accumulate in their
+/// own type (sum wraps), the 16-bit floats in f32 accumulators in `scratch` (one per output),
+/// each output rounded once at the end.
+template <OpCode Op, typename T>
+Status reduce_any(const ReducePlan& p, const KernelArgs& args) {
+  using Acc = compute_type_t<T>;
+  const T* x = in_ptr<T>(args, 0);
+  T* y = out_ptr<T>(args);
+  Acc* acc = nullptr;
+  if constexpr (is_half_v<T>)
+    acc = reinterpret_cast<Acc*>(args.scratch);
+  else
+    acc = y;
+  Acc init{};
+  if constexpr (Op == OpCode::Max || Op == OpCode::Min) {
+    if constexpr (std::is_integral_v<Acc>)
+      init = Op == OpCode::Max ? std::numeric_limits<Acc>::min() : std::numeric_limits<Acc>::max();
+    else
+      init = Reducer<Op>::init();
+  }
+  std::fill(acc, acc + p.out_n, init);
+  for_each_reduced(p, [&](std::int64_t i, std::int64_t o) {
+    const Acc v = load(x[i]);
+    if constexpr (std::is_integral_v<Acc>) {
+      if constexpr (Op == OpCode::Max)
+        acc[o] = std::max(acc[o], v);
+      else if constexpr (Op == OpCode::Min)
+        acc[o] = std::min(acc[o], v);
+      else
+        acc[o] = wrap_add(acc[o], v);
+    } else {
+      acc[o] = Reducer<Op>::combine(acc[o], v);
+    }
+  });
+  if constexpr (is_half_v<T>) {
+    const float scale = Op == OpCode::Mean && p.count ? 1.0f / static_cast<float>(p.count) : 1.0f;
+    for (std::int64_t i = 0; i < p.out_n; ++i) {
+      float v = acc[i];
+      if constexpr (Op == OpCode::Mean) v = p.count ? v * scale : std::numeric_limits<float>::quiet_NaN();
+      y[i] = store<T>(v);
+    }
+  }
+  return {};
+}
+
 template <OpCode Op, typename T>
 Status reduce_kernel(const Kernel& kernel, const KernelArgs& args) {
   using R = Reducer<Op>;
   const auto& p = kernel.as<ReducePlan>();
+  if constexpr (!std::is_same_v<T, float>) return reduce_any<Op, T>(p, args);
   const float* x = in_ptr<float>(args, 0);
   float* y = out_ptr<float>(args);
   if (p.simple) {
@@ -62,20 +129,7 @@ Status reduce_kernel(const Kernel& kernel, const KernelArgs& args) {
   } else {
     // Several reduced runs: walk the input once, mapping each element to its output.
     std::fill(y, y + p.out_n, R::init());
-    const std::size_t rank = p.dims.size();
-    SmallIndex idx(rank);
-    std::int64_t n = 1;
-    for (std::int64_t d : p.dims) n *= d;
-    for (std::int64_t i = 0; i < n; ++i) {
-      std::int64_t o = 0;
-      for (std::size_t d = 0; d < rank; ++d)
-        if (!p.reduced[d]) o = o * p.dims[d] + idx[d];
-      y[o] = R::combine(y[o], x[i]);
-      for (std::size_t d = rank; d-- > 0;) {
-        if (++idx[d] < p.dims[d]) break;
-        idx[d] = 0;
-      }
-    }
+    for_each_reduced(p, [&](std::int64_t i, std::int64_t o) { y[o] = R::combine(y[o], x[i]); });
   }
   if constexpr (Op == OpCode::Mean) {
     const float scale = 1.0f / static_cast<float>(p.count);
@@ -127,16 +181,16 @@ Status softmax_kernel(const Kernel& kernel, const KernelArgs& args) {
 template <typename T>
 Status argmax_kernel(const Kernel& kernel, const KernelArgs& args) {
   const auto& p = kernel.as<AxisPlan>();
-  const float* x = in_ptr<float>(args, 0);
+  const T* x = in_ptr<T>(args, 0);
   auto* y = out_ptr<std::int32_t>(args);
   for (std::int64_t o = 0; o < p.outer; ++o) {
     for (std::int64_t j = 0; j < p.inner; ++j) {
-      const float* in = x + o * p.axis * p.inner + j;
+      const T* in = x + o * p.axis * p.inner + j;
       std::int64_t best = 0;
-      float bv = in[0];
+      compute_type_t<T> bv = load(in[0]);
       // First maximum wins; a NaN counts as the maximum (NumPy).
       for (std::int64_t r = 1; r < p.axis && bv == bv; ++r) {
-        const float v = in[r * p.inner];
+        const compute_type_t<T> v = load(in[r * p.inner]);
         if (v > bv || v != v) {
           bv = v;
           best = r;
