@@ -330,3 +330,21 @@ TEST_CASE("conv2d over several im2col tiles, with fused relu, matches a plain lo
     CHECK(bad == 0);
   }
 }
+
+TEST_CASE("the layer-norm chain runs as one step, and not when an intermediate has another reader") {
+  // The cases' outputs are checked against NumPy by test_ops; here, which of them fused.
+  const auto steps = [](const char* name, int threads) {
+    const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "ops" / name).value();
+    return Executor::create(g, {threads}).value().step_count();
+  };
+  for (int threads : {1, 2}) {
+    CHECK(steps("fused_layer_norm", threads) == 1);          // mean ... rsqrt, mul, weight, bias
+    CHECK(steps("fused_layer_norm_pow_div", threads) == 1);  // pow 2, sqrt, div, weight [1, 1, 33]
+    CHECK(steps("fused_layer_norm_bias_only", threads) == 1);
+    CHECK(steps("fused_layer_norm_width1", threads) == 1);
+    CHECK(steps("threads_fused_layer_norm", threads) == 1);
+    // sub's output is also negated into a second output: the 9 ops run as 8 steps (only rsqrt joins
+    // the add before it, as any unary op joins its producer).
+    CHECK(steps("layer_norm_unfused_reader", threads) == 8);
+  }
+}
