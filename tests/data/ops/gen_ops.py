@@ -642,6 +642,24 @@ def fused_block_cases():
     ln_case("layer_norm_unfused_reader", f32(r.standard_normal((4, 10))), 1e-5, f32(r.standard_normal(10)),
             extra_reader=True)
 
+    def transposed_weight_case(name, m, k, n, shared=False):
+        """x @ transpose(W) + b with W a constant [n, k], as a Linear layer stores it."""
+        c = Case(name, tol_k(k))
+        x = c.input(randn(m, k), "x")
+        w, b = randn(n, k), randn(n)
+        xd = c.arrays[x].astype(np.float64)
+        wt = c.node("transpose", [c.const(w)], w.T.copy(), {"perm": [1, 0]})
+        mm = xd @ w.T.astype(np.float64)
+        y = c.node("matmul", [x, wt], f32(mm))
+        c.output(c.node("add", [y, c.const(b)], f32(mm + b)))
+        if shared:  # the transposed weight is also an output: the transpose must run
+            c.output(wt)
+        c.write()
+
+    transposed_weight_case("matmul_transposed_weight", 6, 12, 8)
+    transposed_weight_case("threads_matmul_transposed_weight", 40, 300, 130)
+    transposed_weight_case("matmul_transposed_weight_shared", 6, 12, 8, shared=True)
+
 
 def main():
     for name in os.listdir(HERE):

@@ -36,6 +36,7 @@ struct Step {
   std::size_t scratch_bytes = 0;
   /// Constant weights packed at create (PackedWeights for matmul, PackedConvWeights for conv2d).
   std::shared_ptr<const void> packed;
+  bool serial = false;         ///< too little work to split: runs on the calling thread
   std::size_t first_node = 0;  ///< index of the node it starts from (for messages)
   std::size_t node_count = 1;  ///< nodes fused into it
 };
@@ -96,8 +97,15 @@ class WorkspacePool {
   std::vector<std::unique_ptr<Workspace>> free_;
 };
 
+/// The default ExecutorOptions::parallel_min_work: 2^20 multiply-adds, about 10 us of one core of the
+/// machine it was measured on (GEBP at ~100 G multiply-adds/s), against a hand-off to a spinning worker
+/// of about 1 us and to a sleeping one of 40-200 us (docs/ops.md, "Threads").
+inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 20;
+
 /// Checks `graph` with infer_types' rules (its errors, unchanged), compiles every node, fuses,
-/// aliases, packs constant weights and plans the arena, for runs on `threads` threads.
-RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget);
+/// aliases, packs constant weights and plans the arena, for runs on `threads` threads; steps with
+/// less estimated work than `parallel_min_work` are marked serial.
+RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget,
+                                                             std::int64_t parallel_min_work);
 
 }  // namespace rml::detail

@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "rml/check/infer.hpp"
+#include "rml/core/checked.hpp"
 #include "rml/exec/detail/guard.hpp"
 #include "rml/exec/detail/program.hpp"
 #include "rml/exec/kernel_table.hpp"
@@ -23,7 +25,8 @@ namespace rml::detail {
 /// Builds the program: compiles and checks every node, fuses, aliases, plans the arena.
 class ProgramBuilder {
  public:
-  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget) : g_(g), threads_(threads), budget_(budget) {}
+  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget, std::int64_t parallel_min_work)
+      : g_(g), threads_(threads), budget_(budget), parallel_min_work_(parallel_min_work) {}
 
   Result<std::shared_ptr<Program>> build() {
     auto prog = std::make_shared<Program>();
@@ -31,6 +34,7 @@ class ProgramBuilder {
     RML_RETURN_IF_ERROR(compile_nodes());
     bind_sources();
     fuse_and_emit();
+    mark_serial_steps();
     RML_RETURN_IF_ERROR(place_values());
     return prog;
   }
@@ -261,15 +265,46 @@ class ProgramBuilder {
     return true;
   }
 
-  /// A matmul with a constant 2-D right-hand side and enough rows for GEMM packs it now.
-  void pack_weights_of(Step& s, const NodeDef& node) {
+  /// A matmul with a constant 2-D right-hand side (or the transpose of one, found by
+  /// find_transposed_weights) and enough rows for GEMM packs it now.
+  void pack_weights_of(Step& s, const NodeDef& node, std::size_t i) {
     const auto& mm = s.kernel.as<MatMulPlan>();
-    const ValueId b = node.inputs[1];
-    if (p_->home[b] != ValueHome::constant || !mm.batch_dims.empty() || mm.m <= kGemvRows || mm.k == 0 || mm.n == 0)
-      return;
-    auto packed = pack_weights(p_->constants[b].data<float>(), mm.k, mm.n, mm.m, threads_);
+    ValueId b = node.inputs[1];
+    const bool transposed = transposed_weight_[i] >= 0;
+    if (transposed) b = static_cast<ValueId>(transposed_weight_[i]);
+    if (p_->home[b] != ValueHome::constant || !packable(mm)) return;
+    auto packed = pack_weights(p_->constants[b].data<float>(), mm.k, mm.n, mm.m, threads_, transposed);
     s.scratch_bytes = packed->scratch_bytes();
     s.packed = std::move(packed);
+    s.inputs[1] = b;  // what the step reads (the transpose it replaced never runs)
+  }
+
+  [[nodiscard]] static bool packable(const MatMulPlan& mm) {
+    return mm.batch_dims.empty() && mm.m > kGemvRows && mm.k > 0 && mm.n > 0;
+  }
+
+  /// `matmul(x, transpose(W))` with W a constant 2-D f32 and the transpose read by that matmul alone
+  /// (how a Linear layer's weight looks when nothing folded the transpose): the matmul packs W as
+  /// stored, and the transpose is absorbed.
+  void find_transposed_weights() {
+    transposed_weight_.assign(g_.nodes.size(), -1);
+    for (std::size_t j = 0; j < g_.nodes.size(); ++j) {
+      const NodeDef& t = g_.nodes[j];
+      if (compiled_[j].op != OpCode::Transpose || t.inputs.size() != 1) continue;
+      const ValueId w = t.inputs[0], wt = t.outputs[0];
+      if (p_->home[w] != ValueHome::constant || p_->types[w].dtype != DType::f32 || p_->types[w].shape.rank() != 2)
+        continue;
+      // perm [1, 0] (not the identity): the copy walks W down its columns.
+      const auto& copy = compiled_[j].as<StridedCopyPlan>();
+      if (copy.dims.size() != 2 || copy.in_offset != 0 || copy.in_strides != Dims{1, p_->types[w].shape.dims()[1]})
+        continue;
+      const auto mm = sole_reader(wt, j);
+      if (!mm || compiled_[*mm].op != OpCode::MatMul || g_.nodes[*mm].inputs[1] != wt || g_.nodes[*mm].inputs[0] == wt ||
+          !packable(compiled_[*mm].as<MatMulPlan>()))
+        continue;
+      transposed_weight_[*mm] = static_cast<std::int64_t>(w);
+      absorbed_[j] = 1;
+    }
   }
 
   /// A conv2d with constant weights (but a depthwise one, which runs directly) packs them now.
@@ -286,6 +321,7 @@ class ProgramBuilder {
 
   void fuse_and_emit() {
     absorbed_.assign(g_.nodes.size(), 0);
+    find_transposed_weights();
     for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
       if (absorbed_[i]) continue;
       const NodeDef& node = g_.nodes[i];
@@ -308,7 +344,7 @@ class ProgramBuilder {
         fuse_unary_chain(s, i);
         if (s.chain.size() == 1) s.chain.clear();
       } else if (op == OpCode::MatMul) {
-        pack_weights_of(s, node);
+        pack_weights_of(s, node, i);
         fuse_bias(s, i);
         fuse_unary_chain(s, i);
       } else if (op == OpCode::Conv2d) {
@@ -322,6 +358,35 @@ class ProgramBuilder {
       p_->home[s.output] = ValueHome::arena;
       p_->steps.push_back(std::move(s));
     }
+  }
+
+  /// A step's work in multiply-adds (matmul, conv2d) or elements touched (the rest), saturating.
+  [[nodiscard]] std::int64_t step_work(const Step& s) const {
+    const auto mul = [](std::int64_t a, std::int64_t b) {
+      return checked_mul(a, b).value_or(std::numeric_limits<std::int64_t>::max());
+    };
+    const Kernel& k = s.kernel;
+    const std::int64_t out = p_->types[s.output].shape.numel();
+    if (k.op == OpCode::MatMul) {
+      const auto& mm = k.as<MatMulPlan>();
+      std::int64_t batches = 1;
+      for (std::int64_t d : mm.batch_dims) batches = mul(batches, d);
+      return mul(mul(batches, mm.m), mul(mm.n, std::max<std::int64_t>(mm.k, 1)));
+    }
+    if (k.op == OpCode::Conv2d) {
+      const auto& cp = k.as<Conv2dPlan>();
+      return mul(out, std::max<std::int64_t>(cp.cg * cp.kh * cp.kw, 1));
+    }
+    // Everything else reads its inputs about once: the largest input or the output, per chained op.
+    std::int64_t touched = out;
+    for (ValueId v : s.inputs) touched = std::max(touched, p_->types[v].shape.numel());
+    const bool transcendental = k.op == OpCode::Softmax || s.fn == &layer_norm_kernel;
+    return mul(touched, static_cast<std::int64_t>(1 + s.chain.size() + (transcendental ? 4 : 0)));
+  }
+
+  void mark_serial_steps() {
+    if (threads_ <= 1) return;
+    for (Step& s : p_->steps) s.serial = step_work(s) < parallel_min_work_;
   }
 
   [[nodiscard]] std::size_t root(ValueId v) const {
@@ -376,16 +441,19 @@ class ProgramBuilder {
   const GraphDef& g_;
   int threads_;
   std::size_t budget_;
+  std::int64_t parallel_min_work_;
   Program* p_ = nullptr;
   std::vector<Kernel> compiled_;
   std::vector<std::int64_t> producer_;
   std::vector<std::uint32_t> readers_;
   std::vector<std::uint8_t> is_output_;
   std::vector<std::uint8_t> absorbed_;
+  std::vector<std::int64_t> transposed_weight_;  ///< per matmul node: the constant it packs transposed, or -1
 };
 
-RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget) {
-  return ProgramBuilder(graph, threads, budget).build();
+RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget,
+                                                             std::int64_t parallel_min_work) {
+  return ProgramBuilder(graph, threads, budget, parallel_min_work).build();
 }
 
 }  // namespace rml::detail
