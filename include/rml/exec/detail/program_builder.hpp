@@ -360,7 +360,9 @@ class ProgramBuilder {
     }
   }
 
-  /// A step's work in multiply-adds (matmul, conv2d) or elements touched (the rest), saturating.
+  /// A step's work in multiply-adds (matmul, conv2d), or elements touched times the ops run over them
+  /// for the rest, each such element counted as 16 multiply-adds (one core here: ~50 G multiply-adds/s
+  /// in GEBP, 1.5-5 G elements/s through an elementwise pass); saturating.
   [[nodiscard]] std::int64_t step_work(const Step& s) const {
     const auto mul = [](std::int64_t a, std::int64_t b) {
       return checked_mul(a, b).value_or(std::numeric_limits<std::int64_t>::max());
@@ -381,7 +383,7 @@ class ProgramBuilder {
     std::int64_t touched = out;
     for (ValueId v : s.inputs) touched = std::max(touched, p_->types[v].shape.numel());
     const bool transcendental = k.op == OpCode::Softmax || s.fn == &layer_norm_kernel;
-    return mul(touched, static_cast<std::int64_t>(1 + s.chain.size() + (transcendental ? 4 : 0)));
+    return mul(mul(touched, 16), static_cast<std::int64_t>(1 + s.chain.size() + (transcendental ? 4 : 0)));
   }
 
   void mark_serial_steps() {
