@@ -371,8 +371,8 @@ TEST_CASE("steps with little work run on the calling thread; parallel_min_work 0
   CHECK(serial(2, ExecutorOptions{}.parallel_min_work) == steps);
   CHECK(serial(2, 0) == 0);
   CHECK(serial(1, ExecutorOptions{}.parallel_min_work) == 0);  // one thread: no pool to spare
-  // The packed matmul of 37 x 700 x 150 (3.9 M multiply-adds) is above the default and splits.
-  const std::int64_t m = 37, k = 700, n = 150;
+  // The packed matmul of 64 x 1024 x 256 (16.8 M multiply-adds) is above the default and splits.
+  const std::int64_t m = 64, k = 1024, n = 256;
   GraphDef g;
   g.values = {{"x", f32({m, k})}, {"w", f32({k, n})}, {"y", f32({m, n})}};
   g.inputs = {0};

@@ -97,10 +97,12 @@ class WorkspacePool {
   std::vector<std::unique_ptr<Workspace>> free_;
 };
 
-/// The default ExecutorOptions::parallel_min_work: 2^20 multiply-adds, about 10 us of one core of the
-/// machine it was measured on (GEBP at ~100 G multiply-adds/s), against a hand-off to a spinning worker
-/// of about 1 us and to a sleeping one of 40-200 us (docs/ops.md, "Threads").
-inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 20;
+/// The default ExecutorOptions::parallel_min_work: 2^23 multiply-adds, about 100 us of one core of the
+/// 2-vCPU machine it was measured on (GEBP at ~100 G multiply-adds/s). There a hand-off to a spinning
+/// worker takes about 1 us at the median but 30-200 us at the 90th percentile when the other vCPU is
+/// busy, and to a sleeping worker 40-200 us; the 3x32x32 CNN's second convolution (4.7 M multiply-adds)
+/// split over 2 threads was no faster than on one (docs/ops.md, "Threads").
+inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 23;
 
 /// Checks `graph` with infer_types' rules (its errors, unchanged), compiles every node, fuses,
 /// aliases, packs constant weights and plans the arena, for runs on `threads` threads; steps with
