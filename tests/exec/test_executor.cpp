@@ -220,7 +220,8 @@ TEST_CASE("concurrent runs on one executor give identical outputs") {
   relu.inputs = {2};
   relu.outputs = {3};
   g.nodes = {mm, relu};
-  hammer(Executor::create(Graph(g), {2}).value(), {Tensor::from_vector(x, Shape{64, 256})}, 25);
+  hammer(Executor::create(Graph(g), {.threads = 2, .parallel_min_work = 0}).value(),
+         {Tensor::from_vector(x, Shape{64, 256})}, 25);
 }
 
 TEST_CASE("gather reports a bad index as OUT_OF_RANGE and reads nothing out of bounds") {
@@ -265,7 +266,7 @@ TEST_CASE("a constant matmul with bias and relu over several packed blocks match
   node("add", {3, 2}, 4);
   node("relu", {4}, 5);
   for (int threads : {1, 2}) {
-    auto exec = Executor::create(Graph(g), {threads}).value();
+    auto exec = Executor::create(Graph(g), {.threads = threads, .parallel_min_work = 0}).value();
     CHECK(exec.step_count() == 1);
     const auto y = exec.run({Tensor::from_vector(a, Shape{m, k})}).value()[0].to_vector<float>();
     int bad = 0;
@@ -309,7 +310,7 @@ TEST_CASE("conv2d over several im2col tiles, with fused relu, matches a plain lo
     return x[static_cast<std::size_t>((ci * h + iy) * w + ix)];
   };
   for (int threads : {1, 2}) {
-    auto exec = Executor::create(Graph(g), {threads}).value();
+    auto exec = Executor::create(Graph(g), {.threads = threads, .parallel_min_work = 0}).value();
     CHECK(exec.step_count() == 1);
     const auto y = exec.run({Tensor::from_vector(x, Shape{1, c, h, w})}).value()[0].to_vector<float>();
     int bad = 0;
@@ -328,4 +329,68 @@ TEST_CASE("conv2d over several im2col tiles, with fused relu, matches a plain lo
     }
     CHECK(bad == 0);
   }
+}
+
+TEST_CASE("the layer-norm chain runs as one step, and not when an intermediate has another reader") {
+  // The cases' outputs are checked against NumPy by test_ops; here, which of them fused.
+  const auto steps = [](const char* name, int threads) {
+    const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "ops" / name).value();
+    return Executor::create(g, {threads}).value().step_count();
+  };
+  for (int threads : {1, 2}) {
+    CHECK(steps("fused_layer_norm", threads) == 1);          // mean ... rsqrt, mul, weight, bias
+    CHECK(steps("fused_layer_norm_pow_div", threads) == 1);  // pow 2, sqrt, div, weight [1, 1, 33]
+    CHECK(steps("fused_layer_norm_bias_only", threads) == 1);
+    CHECK(steps("fused_layer_norm_width1", threads) == 1);
+    CHECK(steps("threads_fused_layer_norm", threads) == 1);
+    // sub's output is also negated into a second output: the 9 ops run as 8 steps (only rsqrt joins
+    // the add before it, as any unary op joins its producer).
+    CHECK(steps("layer_norm_unfused_reader", threads) == 8);
+  }
+}
+
+TEST_CASE("a matmul by the transpose of a constant packs the constant as stored and skips the transpose") {
+  const auto steps = [](const char* name, int threads) {
+    const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "ops" / name).value();
+    return Executor::create(g, {threads}).value().step_count();
+  };
+  for (int threads : {1, 2}) {
+    CHECK(steps("matmul_transposed_weight", threads) == 1);  // transpose absorbed, bias fused
+    CHECK(steps("threads_matmul_transposed_weight", threads) == 1);
+    CHECK(steps("matmul_transposed_weight_shared", threads) == 2);  // the transpose is an output: it runs
+  }
+}
+
+TEST_CASE("steps with little work run on the calling thread; parallel_min_work 0 lets every step split") {
+  // torch_mlp: three small steps (a few thousand multiply-adds each).
+  const auto serial = [](int threads, std::int64_t min_work) {
+    return Executor::create(mlp(), {.threads = threads, .parallel_min_work = min_work}).value().serial_step_count();
+  };
+  const auto steps = Executor::create(mlp(), {.threads = 2}).value().step_count();
+  CHECK(serial(2, ExecutorOptions{}.parallel_min_work) == steps);
+  CHECK(serial(2, 0) == 0);
+  CHECK(serial(1, ExecutorOptions{}.parallel_min_work) == 0);  // one thread: no pool to spare
+  // The packed matmul of 64 x 1024 x 256 (16.8 M multiply-adds) is above the default and splits.
+  const std::int64_t m = 64, k = 1024, n = 256;
+  GraphDef g;
+  g.values = {{"x", f32({m, k})}, {"w", f32({k, n})}, {"y", f32({m, n})}};
+  g.inputs = {0};
+  g.outputs = {2};
+  g.constants = {{1, "", Tensor::from_vector(values(k * n, 2), Shape{k, n}), false}};
+  NodeDef mm;
+  mm.op = "matmul";
+  mm.inputs = {0, 1};
+  mm.outputs = {2};
+  g.nodes.push_back(mm);
+  CHECK(Executor::create(Graph(g), {.threads = 2}).value().serial_step_count() == 0);
+}
+
+TEST_CASE("the zoo transformer's layer norms fuse as both exporters emit them") {
+  // Two nn.LayerNorm per model, 9 ops each: 45 nodes ran as 32 steps before the chain was fused.
+  const auto steps = [](const char* stem) {
+    const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "zoo" / stem).value();
+    return Executor::create(g, {.threads = 2}).value().step_count();
+  };
+  CHECK(steps("transformer_b1") == 18);       // PyTorch route (45 nodes)
+  CHECK(steps("transformer_b1_onnx") == 21);  // ONNX route (47 nodes; 35 steps unfused)
 }

@@ -42,6 +42,11 @@ struct ExecutorOptions {
   /// Widen the f16/bf16 constant weights of matmul and conv2d to f32 once, here, instead of on
   /// every run: faster runs for the f32 copies' memory (docs/ops.md, "16-bit floats").
   bool widen_16bit_weights = false;
+  /// A step whose estimated work (multiply-adds, or elements touched) is below this runs on the
+  /// calling thread and never wakes the pool; 0 lets every step split as its kernel sees fit (tests
+  /// use it to exercise the parallel paths on small inputs). The default is measured on a 2-vCPU
+  /// AVX-512 machine: about 100 us of one core's work (see detail::kParallelMinWork).
+  std::int64_t parallel_min_work = detail::kParallelMinWork;
 };
 
 namespace detail {
@@ -101,7 +106,7 @@ class Executor {
     RML_ASSIGN_OR_RETURN(auto pool, detail::executor_pool(graph, options));
     const int threads = pool ? pool->threads() : 1;
     RML_ASSIGN_OR_RETURN(auto program, detail::build_program(graph, threads, budget, options.winograd,
-                                                             options.widen_16bit_weights));
+                                                             options.widen_16bit_weights, options.parallel_min_work));
     std::vector<TensorType> output_types;
     for (ValueId v : program->outputs) output_types.push_back(program->types[v]);
     RML_RETURN_IF_ERROR(detail::check_run_budget(program->arena_bytes, output_types, budget));
@@ -149,6 +154,11 @@ class Executor {
   /// Kernel calls per run (after fusion and aliasing).
   [[nodiscard]] std::size_t step_count() const noexcept { return program_->steps.size(); }
   [[nodiscard]] int threads() const noexcept { return pool_ ? pool_->threads() : 1; }
+  /// Steps that run on the calling thread alone (ExecutorOptions::parallel_min_work); 0 at one thread.
+  [[nodiscard]] std::size_t serial_step_count() const noexcept {
+    return static_cast<std::size_t>(
+        std::count_if(program_->steps.begin(), program_->steps.end(), [](const detail::Step& s) { return s.serial; }));
+  }
 
  private:
   Executor() = default;
@@ -195,8 +205,8 @@ class Executor {
     for (std::size_t v = 0; v < p.types.size(); ++v)
       if (p.home[v] == detail::ValueHome::alias) ptrs[v] = ptrs[p.slot[v]];
 
-    const ThreadPool* pool = pool_.get();
     for (const detail::Step& s : p.steps) {
+      const ThreadPool* pool = s.serial ? nullptr : pool_.get();
       for (std::size_t i = 0; i < s.inputs.size(); ++i) ws->in_ptrs[i] = ptrs[s.inputs[i]];
       std::byte* out = ptrs[s.output];
       detail::Epilogue epi{s.bias >= 0 ? reinterpret_cast<const float*>(ptrs[s.bias]) : nullptr, s.chain};

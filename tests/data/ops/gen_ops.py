@@ -899,6 +899,85 @@ def dtype_cases():
     movement_dtype_cases(r)
 
 
+def fused_block_cases():
+    """Patterns the executor runs as one fused kernel (the layer-norm chain as the exporters lower
+    nn.LayerNorm, in its variants), and near misses it must leave unfused; references in float64."""
+    r = np.random.default_rng(20267)
+
+    def ln_ref(x, eps, gamma=None, beta=None):
+        xd = x.astype(np.float64)
+        c = xd - xd.mean(axis=-1, keepdims=True)
+        y = c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + eps)
+        if gamma is not None:
+            y = y * gamma.astype(np.float64)
+        if beta is not None:
+            y = y + beta.astype(np.float64)
+        return y
+
+    def ln_case(name, x, eps, gamma=None, beta=None, square="mul", root="rsqrt", extra_reader=False):
+        c = Case(name, tol_k(x.shape[-1]))
+        xi = c.input(x, "x")
+        xd = x.astype(np.float64)
+        mu = xd.mean(axis=-1, keepdims=True)
+        m = c.node("mean", [xi], f32(mu), {"axes": [-1], "keepdims": True})
+        cd = xd - mu
+        cv = c.node("sub", [xi, m], f32(cd))
+        sq = c.node("mul", [cv, cv], f32(cd * cd)) if square == "mul" else \
+            c.node("pow", [cv, c.const(f32(2.0))], f32(cd * cd))
+        var = (cd * cd).mean(axis=-1, keepdims=True)
+        v = c.node("mean", [sq], f32(var), {"axes": [-1], "keepdims": True})
+        ve = c.node("add", [c.const(f32(eps)), v], f32(var + eps))  # eps on the left
+        if root == "rsqrt":
+            rs = c.node("rsqrt", [ve], f32(1 / np.sqrt(var + eps)))
+            y = c.node("mul", [rs, cv], f32(cd / np.sqrt(var + eps)))  # normalised value on the right
+        else:
+            rs = c.node("sqrt", [ve], f32(np.sqrt(var + eps)))
+            y = c.node("div", [cv, rs], f32(cd / np.sqrt(var + eps)))
+        want = ln_ref(x, eps)
+        if gamma is not None:
+            y = c.node("mul", [y, c.const(gamma)], f32(ln_ref(x, eps, gamma)))
+        if beta is not None:
+            y = c.node("add", [c.const(beta), y], f32(ln_ref(x, eps, gamma, beta)))
+        c.output(y)
+        if extra_reader:  # the centred value read outside the chain: the chain must not fuse
+            c.output(c.node("neg", [cv], f32(-cd)))
+        c.write()
+
+    # Odd width, an offset mean, weight and bias: the exporters' chain (mul, rsqrt).
+    x = f32(r.standard_normal((5, 37)) * 2 + 3)
+    ln_case("fused_layer_norm", x, 1e-5, f32(r.standard_normal(37)), f32(r.standard_normal(37)))
+    # ONNX's older decomposition: pow 2, sqrt then div; weight shaped [1, 1, 33]; a large eps.
+    x = f32(r.standard_normal((3, 4, 33)))
+    ln_case("fused_layer_norm_pow_div", x, 0.5, f32(r.standard_normal((1, 1, 33))), None, "pow", "sqrt")
+    # No weight, bias only; width 1 (every centred value 0).
+    ln_case("fused_layer_norm_bias_only", f32(r.standard_normal((4, 9))), 1e-3, None, f32(r.standard_normal(9)))
+    ln_case("fused_layer_norm_width1", f32(r.standard_normal((6, 1))), 1e-5)
+    # Enough rows to split over threads.
+    ln_case("threads_fused_layer_norm", f32(r.standard_normal((300, 129))), 1e-5, f32(r.standard_normal(129)),
+            f32(r.standard_normal(129)))
+    # A near miss that must run unfused: the centred value read again (test_executor checks the step counts).
+    ln_case("layer_norm_unfused_reader", f32(r.standard_normal((4, 10))), 1e-5, f32(r.standard_normal(10)),
+            extra_reader=True)
+
+    def transposed_weight_case(name, m, k, n, shared=False):
+        """x @ transpose(W) + b with W a constant [n, k], as a Linear layer stores it."""
+        c = Case(name, tol_k(k))
+        x = c.input(randn(m, k), "x")
+        w, b = randn(n, k), randn(n)
+        xd = c.arrays[x].astype(np.float64)
+        wt = c.node("transpose", [c.const(w)], w.T.copy(), {"perm": [1, 0]})
+        mm = xd @ w.T.astype(np.float64)
+        y = c.node("matmul", [x, wt], f32(mm))
+        c.output(c.node("add", [y, c.const(b)], f32(mm + b)))
+        if shared:  # the transposed weight is also an output: the transpose must run
+            c.output(wt)
+        c.write()
+
+    transposed_weight_case("matmul_transposed_weight", 6, 12, 8)
+    transposed_weight_case("threads_matmul_transposed_weight", 40, 300, 130)
+    transposed_weight_case("matmul_transposed_weight_shared", 6, 12, 8, shared=True)
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -918,6 +997,7 @@ def main():
     graph_cases()
     scalar_chain_cases()
     dtype_cases()
+    fused_block_cases()
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ struct Step {
   /// Constant weights packed at create (PackedWeights for matmul, PackedConvWeights for conv2d;
   /// for a 16-bit matmul or conv2d, its weights widened to f32: WidenedWeights).
   std::shared_ptr<const void> packed;
+  bool serial = false;         ///< too little work to split: runs on the calling thread
   std::size_t first_node = 0;  ///< index of the node it starts from (for messages)
   std::size_t node_count = 1;  ///< nodes fused into it
 };
@@ -98,12 +99,21 @@ class WorkspacePool {
   std::vector<std::unique_ptr<Workspace>> free_;
 };
 
+/// The default ExecutorOptions::parallel_min_work: 2^23 multiply-adds, about 100 us of one core of the
+/// 2-vCPU machine it was measured on (GEBP at ~100 G multiply-adds/s). There a hand-off to a spinning
+/// worker takes about 1 us at the median but 30-200 us at the 90th percentile when the other vCPU is
+/// busy, and to a sleeping worker 40-200 us; the 3x32x32 CNN's second convolution (4.7 M multiply-adds)
+/// split over 2 threads was no faster than on one (docs/ops.md, "Threads").
+inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 23;
+
 /// Checks `graph` with infer_types' rules (its errors, unchanged), compiles every node, fuses,
 /// aliases, packs constant weights and plans the arena, for runs on `threads` threads (3x3
 /// convolutions through the `winograd` transform where it pays; 16-bit constant weights of matmul
-/// and conv2d widened to f32 once if `widen_16bit_weights`).
+/// and conv2d widened to f32 once if `widen_16bit_weights`); steps with less estimated work than
+/// `parallel_min_work` are marked serial.
 RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget,
                                                              Winograd winograd = Winograd::f2,
-                                                             bool widen_16bit_weights = false);
+                                                             bool widen_16bit_weights = false,
+                                                             std::int64_t parallel_min_work = kParallelMinWork);
 
 }  // namespace rml::detail

@@ -5,15 +5,18 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "rml/check/infer.hpp"
+#include "rml/core/checked.hpp"
 #include "rml/exec/detail/guard.hpp"
 #include "rml/exec/detail/program.hpp"
 #include "rml/exec/kernel_table.hpp"
+#include "rml/exec/kernels/fused.hpp"
 #include "rml/exec/memory_plan.hpp"
 #include "rml/ir/graph.hpp"
 
@@ -22,8 +25,14 @@ namespace rml::detail {
 /// Builds the program: compiles and checks every node, fuses, aliases, plans the arena.
 class ProgramBuilder {
  public:
-  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget, Winograd winograd, bool widen_16bit_weights)
-      : g_(g), threads_(threads), budget_(budget), winograd_(winograd), widen_16bit_(widen_16bit_weights) {}
+  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget, Winograd winograd, bool widen_16bit_weights,
+                 std::int64_t parallel_min_work)
+      : g_(g),
+        threads_(threads),
+        budget_(budget),
+        winograd_(winograd),
+        parallel_min_work_(parallel_min_work),
+        widen_16bit_(widen_16bit_weights) {}
 
   Result<std::shared_ptr<Program>> build() {
     auto prog = std::make_shared<Program>();
@@ -31,6 +40,7 @@ class ProgramBuilder {
     RML_RETURN_IF_ERROR(compile_nodes());
     bind_sources();
     fuse_and_emit();
+    mark_serial_steps();
     RML_RETURN_IF_ERROR(place_values());
     return prog;
   }
@@ -151,16 +161,158 @@ class ProgramBuilder {
     ++s.node_count;
   }
 
-  /// A matmul with a constant 2-D right-hand side and enough rows for GEMM packs it now.
-  void pack_weights_of(Step& s, const NodeDef& node) {
+  /// The value of a constant f32 scalar (one element, any rank), or none.
+  [[nodiscard]] std::optional<float> scalar_constant(ValueId v) const {
+    const TensorType& t = p_->types[v];
+    if (p_->home[v] != ValueHome::constant || t.dtype != DType::f32 || t.shape.numel() != 1) return std::nullopt;
+    return p_->constants[v].data<float>()[0];
+  }
+
+  /// A constant f32 of `width` values laid along the trailing dimensions of `x` (leading 1s allowed):
+  /// what layer norm's weight and bias look like.
+  [[nodiscard]] bool trailing_constant(ValueId v, const Shape& x, std::int64_t width) const {
+    const TensorType& t = p_->types[v];
+    if (p_->home[v] != ValueHome::constant || t.dtype != DType::f32 || t.shape.numel() != width) return false;
+    const Dims& d = t.shape.dims();
+    std::size_t lead = 0;
+    while (lead < d.size() && d[lead] == 1) ++lead;
+    const std::size_t kept = d.size() - lead;
+    if (kept > x.rank()) return false;
+    return std::equal(d.begin() + static_cast<std::ptrdiff_t>(lead), d.end(),
+                      x.dims().end() - static_cast<std::ptrdiff_t>(kept));
+  }
+
+  /// The nodes reading `v`, each once, in order.
+  [[nodiscard]] std::vector<std::size_t> readers_of(ValueId v, std::size_t after) const {
+    std::vector<std::size_t> out;
+    for (std::size_t j = after + 1; j < g_.nodes.size(); ++j)
+      if (std::find(g_.nodes[j].inputs.begin(), g_.nodes[j].inputs.end(), v) != g_.nodes[j].inputs.end())
+        out.push_back(j);
+    return out;
+  }
+
+  /// Node j is binary `op` over exactly `a` and `b` (either order unless `ordered`), typed like `v`.
+  [[nodiscard]] bool is_binary_of(std::size_t j, OpCode op, ValueId a, ValueId b, ValueId typed_like,
+                                  bool ordered = false) const {
+    const ValueIds& in = g_.nodes[j].inputs;
+    if (compiled_[j].op != op || in.size() != 2) return false;
+    const bool forward = in[0] == a && in[1] == b, backward = !ordered && in[0] == b && in[1] == a;
+    return (forward || backward) && p_->types[g_.nodes[j].outputs[0]] == p_->types[typed_like];
+  }
+
+  /// The layer-norm chain as the exporters lower nn.LayerNorm (rml_export/lower.py), starting at its
+  /// first mean (node i) over the trailing axes of x, keepdims:
+  ///   mu = mean(x); c = x - mu; var = mean(c * c | pow(c, 2)); r = rsqrt(var + eps); y = c * r
+  ///   (or s = sqrt(var + eps); y = c / s), then optionally y * gamma and y + beta (constants of the
+  /// normalised width). Every intermediate must have no reader outside the chain and not be an output;
+  /// anything else leaves the ops to run one by one. Returns whether it fused.
+  bool fuse_layer_norm(Step& s, std::size_t i) {
+    const ValueId x = g_.nodes[i].inputs[0], mu = g_.nodes[i].outputs[0];
+    const TensorType& xt = p_->types[x];
+    const auto& rp = compiled_[i].as<ReducePlan>();
+    if (xt.dtype != DType::f32 || !rp.simple || rp.inner != 1 || rp.reduce <= 0 ||
+        p_->types[mu].shape.rank() != xt.shape.rank())
+      return false;
+    const auto sub = sole_reader(mu, i);
+    if (!sub || !is_binary_of(*sub, OpCode::Sub, x, mu, x, true)) return false;
+    const ValueId c = g_.nodes[*sub].outputs[0];
+    const auto c_readers = readers_of(c, *sub);
+    if (is_output_[c] || c_readers.size() != 2) return false;
+    const std::size_t sq = c_readers[0], fin = c_readers[1];
+    const NodeDef& sq_node = g_.nodes[sq];
+    const bool by_mul = is_binary_of(sq, OpCode::Mul, c, c, x);
+    const bool by_pow = compiled_[sq].op == OpCode::Pow && sq_node.inputs.size() == 2 && sq_node.inputs[0] == c &&
+                        sq_node.inputs[1] != c && scalar_constant(sq_node.inputs[1]) == 2.0f &&
+                        p_->types[sq_node.outputs[0]] == xt;
+    if (!(by_mul || by_pow) || readers_[c] != (by_mul ? 3u : 2u)) return false;
+    const auto mean2 = sole_reader(sq_node.outputs[0], sq);
+    if (!mean2 || compiled_[*mean2].op != OpCode::Mean) return false;
+    const auto& rp2 = compiled_[*mean2].as<ReducePlan>();
+    const ValueId var = g_.nodes[*mean2].outputs[0];
+    if (!rp2.simple || rp2.inner != 1 || rp2.reduce != rp.reduce || rp2.outer != rp.outer ||
+        p_->types[var] != p_->types[mu])
+      return false;
+    const auto add = sole_reader(var, *mean2);
+    if (!add || compiled_[*add].op != OpCode::Add || g_.nodes[*add].inputs.size() != 2) return false;
+    const NodeDef& add_node = g_.nodes[*add];
+    const ValueId eps_v = add_node.inputs[0] == var ? add_node.inputs[1] : add_node.inputs[0];
+    const auto eps = scalar_constant(eps_v);
+    if (!eps || !is_binary_of(*add, OpCode::Add, var, eps_v, var)) return false;
+    const ValueId ve = add_node.outputs[0];
+    const auto root_node = sole_reader(ve, *add);
+    if (!root_node || (compiled_[*root_node].op != OpCode::Rsqrt && compiled_[*root_node].op != OpCode::Sqrt) ||
+        p_->types[g_.nodes[*root_node].outputs[0]] != p_->types[var])
+      return false;
+    const bool divide = compiled_[*root_node].op == OpCode::Sqrt;
+    const ValueId root_v = g_.nodes[*root_node].outputs[0];
+    if (sole_reader(root_v, *root_node) != fin ||
+        !(divide ? is_binary_of(fin, OpCode::Div, c, root_v, x, true) : is_binary_of(fin, OpCode::Mul, c, root_v, x)))
+      return false;
+    auto plan = std::make_shared<LayerNormPlan>();
+    plan->rows = rp.outer, plan->width = rp.reduce, plan->eps = *eps, plan->divide = divide;
+    std::vector<std::size_t> chain = {*sub, sq, *mean2, *add, *root_node, fin};
+    ValueId y = g_.nodes[fin].outputs[0];
+    s.inputs = {x};
+    // Optional weight, then bias: a mul, then an add, by a constant of the normalised width.
+    for (const OpCode op : {OpCode::Mul, OpCode::Add}) {
+      const auto j = sole_reader(y, chain.back());
+      if (!j || compiled_[*j].op != op || g_.nodes[*j].inputs.size() != 2) continue;
+      const ValueIds& in = g_.nodes[*j].inputs;
+      const ValueId other = in[0] == y ? in[1] : in[0];
+      if (!trailing_constant(other, xt.shape, rp.reduce) || !is_binary_of(*j, op, y, other, x)) continue;
+      (op == OpCode::Mul ? plan->has_gamma : plan->has_beta) = true;
+      s.inputs.push_back(other);
+      chain.push_back(*j);
+      y = g_.nodes[*j].outputs[0];
+    }
+    for (std::size_t j : chain) absorbed_[j] = 1;
+    s.fn = &layer_norm_kernel;
+    s.output = y;
+    s.packed = std::move(plan);
+    s.node_count = 1 + chain.size();
+    return true;
+  }
+
+  /// A matmul with a constant 2-D right-hand side (or the transpose of one, found by
+  /// find_transposed_weights) and enough rows for GEMM packs it now.
+  void pack_weights_of(Step& s, const NodeDef& node, std::size_t i) {
     const auto& mm = s.kernel.as<MatMulPlan>();
-    const ValueId b = node.inputs[1];
-    if (s.kernel.dtype != DType::f32 || p_->home[b] != ValueHome::constant || !mm.batch_dims.empty() ||
-        mm.m <= kGemvRows || mm.k == 0 || mm.n == 0)
-      return;
-    auto packed = pack_weights(p_->constants[b].data<float>(), mm.k, mm.n, mm.m, threads_);
+    ValueId b = node.inputs[1];
+    const bool transposed = transposed_weight_[i] >= 0;
+    if (transposed) b = static_cast<ValueId>(transposed_weight_[i]);
+    if (s.kernel.dtype != DType::f32 || p_->home[b] != ValueHome::constant || !packable(mm)) return;
+    auto packed = pack_weights(p_->constants[b].data<float>(), mm.k, mm.n, mm.m, threads_, transposed);
     s.scratch_bytes = packed->scratch_bytes();
     s.packed = std::move(packed);
+    s.inputs[1] = b;  // what the step reads (the transpose it replaced never runs)
+  }
+
+  [[nodiscard]] static bool packable(const MatMulPlan& mm) {
+    return mm.batch_dims.empty() && mm.m > kGemvRows && mm.k > 0 && mm.n > 0;
+  }
+
+  /// `matmul(x, transpose(W))` with W a constant 2-D f32 and the transpose read by that matmul alone
+  /// (how a Linear layer's weight looks when nothing folded the transpose): the matmul packs W as
+  /// stored, and the transpose is absorbed.
+  void find_transposed_weights() {
+    transposed_weight_.assign(g_.nodes.size(), -1);
+    for (std::size_t j = 0; j < g_.nodes.size(); ++j) {
+      const NodeDef& t = g_.nodes[j];
+      if (compiled_[j].op != OpCode::Transpose || t.inputs.size() != 1) continue;
+      const ValueId w = t.inputs[0], wt = t.outputs[0];
+      if (p_->home[w] != ValueHome::constant || p_->types[w].dtype != DType::f32 || p_->types[w].shape.rank() != 2)
+        continue;
+      // perm [1, 0] (not the identity): the copy walks W down its columns.
+      const auto& copy = compiled_[j].as<StridedCopyPlan>();
+      if (copy.dims.size() != 2 || copy.in_offset != 0 || copy.in_strides != Dims{1, p_->types[w].shape.dims()[1]})
+        continue;
+      const auto mm = sole_reader(wt, j);
+      if (!mm || compiled_[*mm].op != OpCode::MatMul || g_.nodes[*mm].inputs[1] != wt || g_.nodes[*mm].inputs[0] == wt ||
+          !packable(compiled_[*mm].as<MatMulPlan>()))
+        continue;
+      transposed_weight_[*mm] = static_cast<std::int64_t>(w);
+      absorbed_[j] = 1;
+    }
   }
 
   /// A 16-bit matmul or conv2d with constant weights widens them to f32 now, when asked to.
@@ -184,6 +336,7 @@ class ProgramBuilder {
 
   void fuse_and_emit() {
     absorbed_.assign(g_.nodes.size(), 0);
+    find_transposed_weights();
     for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
       if (absorbed_[i]) continue;
       const NodeDef& node = g_.nodes[i];
@@ -207,7 +360,7 @@ class ProgramBuilder {
         if (s.chain.size() == 1) s.chain.clear();
       } else if (op == OpCode::MatMul) {
         widen_weights_of(s, node);
-        pack_weights_of(s, node);
+        pack_weights_of(s, node, i);
         fuse_bias(s, i);
         fuse_unary_chain(s, i);
       } else if (op == OpCode::Conv2d) {
@@ -216,10 +369,43 @@ class ProgramBuilder {
         fuse_unary_chain(s, i);
       } else if (is_binary(op)) {
         fuse_unary_chain(s, i);
+      } else if (op == OpCode::Mean) {
+        fuse_layer_norm(s, i);
       }
       p_->home[s.output] = ValueHome::arena;
       p_->steps.push_back(std::move(s));
     }
+  }
+
+  /// A step's work in multiply-adds (matmul, conv2d), or elements touched times the ops run over them
+  /// for the rest, each such element counted as 16 multiply-adds (one core here: ~50 G multiply-adds/s
+  /// in GEBP, 1.5-5 G elements/s through an elementwise pass); saturating.
+  [[nodiscard]] std::int64_t step_work(const Step& s) const {
+    const auto mul = [](std::int64_t a, std::int64_t b) {
+      return checked_mul(a, b).value_or(std::numeric_limits<std::int64_t>::max());
+    };
+    const Kernel& k = s.kernel;
+    const std::int64_t out = p_->types[s.output].shape.numel();
+    if (k.op == OpCode::MatMul) {
+      const auto& mm = k.as<MatMulPlan>();
+      std::int64_t batches = 1;
+      for (std::int64_t d : mm.batch_dims) batches = mul(batches, d);
+      return mul(mul(batches, mm.m), mul(mm.n, std::max<std::int64_t>(mm.k, 1)));
+    }
+    if (k.op == OpCode::Conv2d) {
+      const auto& cp = k.as<Conv2dPlan>();
+      return mul(out, std::max<std::int64_t>(cp.cg * cp.kh * cp.kw, 1));
+    }
+    // Everything else reads its inputs about once: the largest input or the output, per chained op.
+    std::int64_t touched = out;
+    for (ValueId v : s.inputs) touched = std::max(touched, p_->types[v].shape.numel());
+    const bool transcendental = k.op == OpCode::Softmax || s.fn == &layer_norm_kernel;
+    return mul(mul(touched, 16), static_cast<std::int64_t>(1 + s.chain.size() + (transcendental ? 4 : 0)));
+  }
+
+  void mark_serial_steps() {
+    if (threads_ <= 1) return;
+    for (Step& s : p_->steps) s.serial = step_work(s) < parallel_min_work_;
   }
 
   [[nodiscard]] std::size_t root(ValueId v) const {
@@ -275,6 +461,7 @@ class ProgramBuilder {
   int threads_;
   std::size_t budget_;
   Winograd winograd_;
+  std::int64_t parallel_min_work_;
   Program* p_ = nullptr;
   std::vector<Kernel> compiled_;
   std::vector<std::int64_t> producer_;
@@ -282,11 +469,13 @@ class ProgramBuilder {
   std::vector<std::uint8_t> is_output_;
   std::vector<std::uint8_t> absorbed_;
   bool widen_16bit_ = false;
+  std::vector<std::int64_t> transposed_weight_;  ///< per matmul node: the constant it packs transposed, or -1
 };
 
 RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget,
-                                                             Winograd winograd, bool widen_16bit_weights) {
-  return ProgramBuilder(graph, threads, budget, winograd, widen_16bit_weights).build();
+                                                             Winograd winograd, bool widen_16bit_weights,
+                                                             std::int64_t parallel_min_work) {
+  return ProgramBuilder(graph, threads, budget, winograd, widen_16bit_weights, parallel_min_work).build();
 }
 
 }  // namespace rml::detail

@@ -19,17 +19,39 @@ namespace rml::detail {
 inline constexpr float kSqrtHalf = 0.70710678118654752440f;
 inline constexpr float kSqrtTwoOverPi = 0.79788456080286535588f;
 
-/// erf over an Eigen array expression, vectorised: the Taylor series to x^11 below |x| = 0.5 (keeps
-/// the relative error small near 0), else Abramowitz and Stegun's 7.1.26 (absolute error under
-/// 1.5e-7): 1 - t (a1 + t (a2 + ... )) exp(-x^2) with t = 1 / (1 + p |x|), and erf's sign.
-template <typename A>
-auto erf_array(const A& a) {
-  const auto x2 = a * a;
-  const auto series = 1.1283791670955126f * a *
-                      (1.0f + x2 * (-1.0f / 3.0f + x2 * (0.1f + x2 * (-1.0f / 42.0f + x2 * (1.0f / 216.0f - x2 / 1320.0f)))));
-  const auto t = (1.0f + 0.3275911f * a.abs()).inverse();
-  const auto poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-  return (a.abs() < 0.5f).select(series, (1.0f - poly * (-x2).exp()) * a.sign());
+/// y = erf(scale * x) over n floats (y may equal x): the Taylor series to x^11 below |x| = 0.5 (keeps
+/// the relative error small near 0), else Abramowitz and Stegun's 7.1.26 (absolute error under 1.5e-7):
+/// 1 - t (a1 + t (a2 + ... )) exp(-x^2) with t = 1 / (1 + p |x|), and erf's sign. Both branches run as
+/// vectorised Eigen expressions over a chunk on the stack; the choice between them and the sign are one
+/// plain loop (Eigen 3.4 vectorises neither select() nor sign(), which made the whole expression scalar).
+inline void erf_into(const float* x, float* y, std::int64_t n, float scale = 1.0f) {
+  constexpr std::int64_t kChunk = 256;
+  alignas(64) float a_buf[kChunk], x2_buf[kChunk], series_buf[kChunk], tail_buf[kChunk];
+  for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::int64_t len = std::min(kChunk, n - i0);
+    ArrayMap a(a_buf, len), x2(x2_buf, len), series(series_buf, len), t(tail_buf, len);
+    a = ConstArrayMap(x + i0, len) * scale;
+    x2 = a * a;
+    series = 1.1283791670955126f * a *
+             (1.0f + x2 * (-1.0f / 3.0f + x2 * (0.1f + x2 * (-1.0f / 42.0f + x2 * (1.0f / 216.0f - x2 / 1320.0f)))));
+    t = (1.0f + 0.3275911f * a.abs()).inverse();
+    t = 1.0f - t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f)))) *
+                   (-x2).exp();
+    float* out = y + i0;
+    for (std::int64_t i = 0; i < len; ++i)
+      out[i] = std::fabs(a_buf[i]) < 0.5f ? series_buf[i] : std::copysign(tail_buf[i], a_buf[i]);
+  }
+}
+
+/// y = 0.5 x (1 + erf(x / sqrt 2)), exact GELU, over n floats (y may equal x).
+inline void gelu_erf_into(const float* x, float* y, std::int64_t n) {
+  constexpr std::int64_t kChunk = 256;
+  alignas(64) float e_buf[kChunk];
+  for (std::int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::int64_t len = std::min(kChunk, n - i0);
+    erf_into(x + i0, e_buf, len, kSqrtHalf);
+    ArrayMap(y + i0, len) = 0.5f * ConstArrayMap(x + i0, len) * (1.0f + ConstArrayMap(e_buf, len));
+  }
 }
 
 /// maximum and minimum as rml defines them: NaN if either operand is NaN.
@@ -54,12 +76,12 @@ inline void unary_apply(UnaryStep s, const float* x, float* y, std::int64_t n) {
     case OpCode::Sin: b = a.sin(); return;
     case OpCode::Cos: b = a.cos(); return;
     case OpCode::Silu: b = a / (1.0f + (-a).exp()); return;
-    case OpCode::Erf: b = erf_array(a); return;
+    case OpCode::Erf: erf_into(x, y, n); return;
     case OpCode::Gelu:
       if (s.gelu_tanh) {
         b = 0.5f * a * (1.0f + (kSqrtTwoOverPi * (a + 0.044715f * a * a * a)).tanh());
       } else {
-        b = 0.5f * a * (1.0f + erf_array(a * kSqrtHalf));
+        gelu_erf_into(x, y, n);
       }
       return;
     // A binary op with a constant scalar operand, fused by the executor: the binary kernels'

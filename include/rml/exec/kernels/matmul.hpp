@@ -91,6 +91,8 @@ using PackLhs = Eigen::internal::gemm_pack_lhs<float, Index, ConstMapper, Traits
                                                typename Traits::LhsPacket4Packing, Eigen::ColMajor>;
 using PackRhs = Eigen::internal::gemm_pack_rhs<float, Index, ConstMapper, Traits::nr, Eigen::ColMajor>;
 using RowMajorMapper = Eigen::internal::const_blas_data_mapper<float, Index, Eigen::RowMajor>;
+using PackLhsRowMajor = Eigen::internal::gemm_pack_lhs<float, Index, RowMajorMapper, Traits::mr, Traits::LhsProgress,
+                                                       typename Traits::LhsPacket4Packing, Eigen::RowMajor>;
 using PackRhsRowMajor = Eigen::internal::gemm_pack_rhs<float, Index, RowMajorMapper, Traits::nr, Eigen::RowMajor>;
 using Kernel = Eigen::internal::gebp_kernel<float, float, Index, ResMapper, Traits::mr, Traits::nr, false, false>;
 }  // namespace gebp
@@ -109,9 +111,10 @@ struct PackedWeights {
   [[nodiscard]] std::size_t scratch_bytes() const noexcept { return static_cast<std::size_t>(k * m) * sizeof(float); }
 };
 
-/// Packs `b` (row-major [k, n]) for products with `m` activation rows on `threads` threads.
+/// Packs `b` (row-major [k, n]; with `b_transposed`, given as B^T, row-major [n, k], as a Linear
+/// layer stores it) for products with `m` activation rows on `threads` threads.
 inline std::shared_ptr<const PackedWeights> pack_weights(const float* b, std::int64_t k, std::int64_t n,
-                                                         std::int64_t m, int threads) {
+                                                         std::int64_t m, int threads, bool b_transposed = false) {
   auto w = std::make_shared<PackedWeights>();
   w->k = k, w->n = n, w->m = m;
   gebp::Index kc = k, mc = n, nc = m;
@@ -123,12 +126,16 @@ inline std::shared_ptr<const PackedWeights> pack_weights(const float* b, std::in
   }
   w->kc = kc, w->mc = mc, w->nc = nc;
   w->panels.resize(static_cast<std::size_t>(k * n));
-  const gebp::ConstMapper lhs(b, n);  // B^T, column-major [n, k]
-  gebp::PackLhs pack;
+  const gebp::ConstMapper lhs(b, n);      // B^T, column-major [n, k]
+  const gebp::RowMajorMapper lhs_t(b, k);  // B^T as stored, row-major [n, k]
   for (std::int64_t i2 = 0; i2 < n; i2 += mc) {
     const std::int64_t rows = std::min<std::int64_t>(mc, n - i2);
-    for (std::int64_t k2 = 0; k2 < k; k2 += kc)
-      pack(w->panels.data() + w->block(i2, k2), lhs.getSubMapper(i2, k2), std::min<std::int64_t>(kc, k - k2), rows);
+    for (std::int64_t k2 = 0; k2 < k; k2 += kc) {
+      float* block = w->panels.data() + w->block(i2, k2);
+      const std::int64_t depth = std::min<std::int64_t>(kc, k - k2);
+      if (b_transposed) gebp::PackLhsRowMajor()(block, lhs_t.getSubMapper(i2, k2), depth, rows);
+      else gebp::PackLhs()(block, lhs.getSubMapper(i2, k2), depth, rows);
+    }
   }
   return w;
 }
