@@ -61,24 +61,24 @@ class _Context:
     def selecting(self, inputs: Sequence[Value], compute, floats_only: bool = False) -> Value:
         """Runs `compute` on f32 inputs for ops that only compare or select values (max, min, clip, max pool,
         comparisons). Integer inputs qualify when their ONNX type has at most 16 bits, or they are constants that
-        f32 holds exactly; an integer result is cast back to i32. Unless narrowing, inputs of one numeric dtype
-        are computed in it (rml's maximum, minimum and comparisons take every numeric dtype; with `floats_only`,
-        as for max pooling, the float dtypes)."""
+        f32 holds exactly; an integer result is cast back to i32. Other inputs of one numeric dtype are, unless
+        narrowing, computed in it (rml's maximum, minimum and comparisons take every numeric dtype; with
+        `floats_only`, as for max pooling, the float dtypes)."""
         if all(v.dtype == "f32" for v in inputs):
             return compute(list(inputs))
-        if not self.b.narrow:
+
+        def exact(v):
+            return v.dtype == "f32" or id(v) in self.narrow or (v.dtype == "i32" and v.is_const and (
+                np.asarray(v.data).size == 0 or np.max(np.abs(np.asarray(v.data))) < 2**24))
+
+        if not all(exact(v) for v in inputs):
             live = {v.dtype for v in inputs if not v.is_const} or {inputs[0].dtype}
-            if len(live) == 1 and live <= set(ops.FLOAT_DTYPES if floats_only else ops.NUMERIC_DTYPES):
+            if not self.b.narrow and len(live) == 1 and live <= set(
+                    ops.FLOAT_DTYPES if floats_only else ops.NUMERIC_DTYPES):
                 return compute(list(inputs))
-        converted = []
-        for v in inputs:
-            exact = v.dtype == "f32" or id(v) in self.narrow or (
-                v.is_const and (np.asarray(v.data).size == 0 or np.max(np.abs(np.asarray(v.data))) < 2**24))
-            if not exact:
-                raise ExportError(f"integer {self.node.op_type} (rml arithmetic is f32; only integers of at most "
-                                  f"16 bits are compared exactly through it)")
-            converted.append(self.to_f32(v))
-        y = compute(converted)
+            raise ExportError(f"integer {self.node.op_type} (rml arithmetic is f32; only integers of at most "
+                              f"16 bits are compared exactly through it)")
+        y = compute([self.to_f32(v) for v in inputs])
         if any(v.dtype == "i32" for v in inputs) and self.node.op_type not in _COMPARISONS:
             y = self.op("cast", y, to="i32")
             self.narrow[id(y)] = y
@@ -239,10 +239,11 @@ def _binary(op):
             raise ExportError("legacy broadcast with axis")
         if a.dtype == "bool" or b.dtype == "bool":
             return _logical(ctx, op, a, b)
-        if a.dtype == "i32" and b.dtype == "i32" and not (a.is_const and b.is_const) and ctx.b.narrow:
+        if a.dtype == "i32" and b.dtype == "i32" and not (a.is_const and b.is_const):
             if op in ("maximum", "minimum", "equal", "less", "greater"):
                 return ctx.selecting([a, b], lambda xs: ctx.op(op, *xs))
-            raise ExportError(f"integer {ctx.node.op_type} (narrowed, rml arithmetic is f32)")
+            if ctx.b.narrow:
+                raise ExportError(f"integer {ctx.node.op_type} (narrowed, rml arithmetic is f32)")
         return ctx.op(op, a, b)  # unless narrowing, integer arithmetic is rml's (i32, i64; div truncates)
     return lowering
 

@@ -174,9 +174,12 @@ def test_integer_selection_is_exact_only_for_narrow_types(tmp_path):
     assert y.dtype == np.int32 and y.tolist() == [3, 200, 18, 255]
     with pytest.raises(ExportError, match="integer Max"):
         from_onnx(graph_for(TensorProto.INT32), narrow=True)
-    # Without narrowing, rml's own integer maximum: exact on i64 beyond 2^53, where f32 (and f64) are not.
+    # Without narrowing, narrow integer types still go exactly through f32; others use rml's own integer
+    # maximum: exact on i64 beyond 2^53, where f32 (and f64) are not.
     graph, (y,) = run(graph_for(TensorProto.UINT8), tmp_path, a, b)
-    assert [n["op"] for n in graph["nodes"]] == ["maximum"] and y.tolist() == [3, 200, 18, 255]
+    assert [n["op"] for n in graph["nodes"]] == ["cast", "cast", "maximum", "cast"]
+    graph, (y,) = run(graph_for(TensorProto.INT32), tmp_path, a + 2**30, b)
+    assert [n["op"] for n in graph["nodes"]] == ["maximum"] and y.tolist() == (a + 2**30).tolist()
     big = np.array([2**62 + 1, -5, 2**53 + 1, 0], np.int64)
     other = np.array([2**62, -4, 2**53, 1], np.int64)
     graph, (y,) = run(graph_for(TensorProto.INT64), tmp_path, big, other)
