@@ -1,5 +1,5 @@
 // NumPy .npy files and rml tensors: read for `rml run --input name=file.npy`, written for
-// `rml run --save DIR` (version 1.0, `<f4` or `<i4`, C order).
+// `rml run --save DIR` (version 1.0, C order).
 //
 // Byte layout (format versions 1.0, 2.0 and 3.0):
 //
@@ -10,9 +10,13 @@
 //                {'descr': '<f4', 'fortran_order': False, 'shape': (2, 12), }
 //   then       the array's bytes, row-major unless fortran_order
 //
-// Read: descr `<f4` and `<i4` as they are, `<f8` narrowed to f32 and `<i8` to i32 (an i8 value
-// outside i32 is refused); `|` or `=` in place of `<` on this little-endian build. Anything else
-// (big-endian, other dtypes, Fortran order) is UNSUPPORTED; a damaged file is DATA_LOSS.
+// Read: descr `<f4` (f32), `<f2` (f16), `<i4` (i32), `<i8` (i64) and `|b1` (bool, each byte 0 or
+// 1) as they are, `<f8` narrowed to f32 (rml has no f64); `|` or `=` in place of `<` on this
+// little-endian build. Anything else (big-endian, other dtypes, Fortran order) is UNSUPPORTED; a
+// damaged file is DATA_LOSS. (An i64 array for an i32 input is narrowed by the caller, checked.)
+//
+// Write: f32 `<f4`, f16 `<f2`, i32 `<i4`, i64 `<i8`, bool `|b1`; bf16, which NumPy lacks, as `<f4`
+// (widening a bf16 to f32 is exact).
 #pragma once
 
 #include <bit>
@@ -55,8 +59,8 @@ T load_le(const char* p) {
 }  // namespace npy_detail
 
 /// Reads an .npy file into a new tensor. NOT_FOUND when missing; DATA_LOSS when damaged
-/// (bad magic, truncated header or data, unparsable header); UNSUPPORTED for a dtype, byte
-/// order or layout rml does not read; OUT_OF_RANGE for an i8 value outside i32.
+/// (bad magic, truncated header or data, unparsable header, a b1 byte other than 0 or 1);
+/// UNSUPPORTED for a dtype, byte order or layout rml does not read.
 inline rml::Result<rml::Tensor> read_npy(const std::filesystem::path& path) {
   using namespace npy_detail;
   static_assert(std::endian::native == std::endian::little, "rml: read_npy assumes a little-endian host");
@@ -90,7 +94,8 @@ inline rml::Result<rml::Tensor> read_npy(const std::filesystem::path& path) {
   descr.remove_prefix(1);
   descr = descr.substr(0, descr.find('\''));
   const auto refuse = [&] {
-    return rml::unsupported(where + "dtype '" + std::string(descr) + "' (rml reads little-endian f4, f8, i4, i8)");
+    return rml::unsupported(where + "dtype '" + std::string(descr) +
+                            "' (rml reads little-endian f4, f2, f8, i4, i8 and b1)");
   };
   // A byte order of '<' (little), '|' (not applicable) or '=' (native, little here), then the type.
   if (descr.size() != 3 || (descr[0] != '<' && descr[0] != '|' && descr[0] != '=')) return refuse();
@@ -99,9 +104,18 @@ inline rml::Result<rml::Tensor> read_npy(const std::filesystem::path& path) {
   rml::DType dtype = rml::DType::f32;
   if (type == "f4" || type == "f8") {
     stored_size = type == "f4" ? 4 : 8;
-  } else if (type == "i4" || type == "i8") {
-    stored_size = type == "i4" ? 4 : 8;
+  } else if (type == "f2") {
+    stored_size = 2;
+    dtype = rml::DType::f16;
+  } else if (type == "i4") {
+    stored_size = 4;
     dtype = rml::DType::i32;
+  } else if (type == "i8") {
+    stored_size = 8;
+    dtype = rml::DType::i64;
+  } else if (type == "b1") {
+    stored_size = 1;
+    dtype = rml::DType::boolean;
   } else {
     return refuse();
   }
@@ -146,29 +160,48 @@ inline rml::Result<rml::Tensor> read_npy(const std::filesystem::path& path) {
                           std::to_string(bytes.size() - data_start));
   const char* data = bytes.data() + data_start;
   rml::Tensor tensor = rml::Tensor::zeros(dtype, shape);
-  if (stored_size == 4) {
-    if (count) std::memcpy(tensor.mutable_raw_data(), data, count * 4);
-  } else if (type == "f8") {
+  if (type == "f8") {
     float* out = tensor.mutable_data<float>();
     for (std::size_t i = 0; i < count; ++i) out[i] = static_cast<float>(load_le<double>(data + 8 * i));
-  } else {
-    std::int32_t* out = tensor.mutable_data<std::int32_t>();
-    for (std::size_t i = 0; i < count; ++i) {
-      const auto v = load_le<std::int64_t>(data + 8 * i);
-      if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max())
-        return rml::out_of_range(where + "element " + std::to_string(i) + " (" + std::to_string(v) +
-                                 ") does not fit in i32");
-      out[i] = static_cast<std::int32_t>(v);
-    }
+    return tensor;
   }
+  if (type == "b1")  // a byte other than 0 or 1 is not a bool
+    for (std::size_t i = 0; i < count; ++i)
+      if (static_cast<unsigned char>(data[i]) > 1)
+        return rml::data_loss(where + "element " + std::to_string(i) + " of a bool array is byte " +
+                              std::to_string(static_cast<unsigned char>(data[i])) + ", not 0 or 1");
+  if (count) std::memcpy(tensor.mutable_raw_data(), data, count * stored_size);
   return tensor;
 }
 
 /// Writes `tensor` as an .npy file (version 1.0; the header padded so that the data starts at a
-/// multiple of 64 bytes, as NumPy writes it). INVALID_ARGUMENT when the file cannot be written.
-inline rml::Status write_npy(const std::filesystem::path& path, const rml::Tensor& tensor) {
+/// multiple of 64 bytes, as NumPy writes it); a bf16 tensor is written widened to `<f4`.
+/// INVALID_ARGUMENT when the file cannot be written.
+inline rml::Status write_npy(const std::filesystem::path& path, const rml::Tensor& given) {
+  rml::Tensor tensor = given;
+  if (given.dtype() == rml::DType::bf16) {
+    tensor = rml::Tensor::zeros(rml::DType::f32, given.shape());
+    float* out = tensor.mutable_data<float>();
+    const rml::bf16* in = given.data<rml::bf16>();
+    for (std::int64_t i = 0; i < given.numel(); ++i) out[i] = static_cast<float>(in[i]);
+  }
   std::string header = "{'descr': '";
-  header += tensor.dtype() == rml::DType::i32 ? "<i4" : "<f4";
+  switch (tensor.dtype()) {
+    case rml::DType::i32:
+      header += "<i4";
+      break;
+    case rml::DType::f16:
+      header += "<f2";
+      break;
+    case rml::DType::i64:
+      header += "<i8";
+      break;
+    case rml::DType::boolean:
+      header += "|b1";
+      break;
+    default:
+      header += "<f4";
+  }
   header += "', 'fortran_order': False, 'shape': (";
   for (std::size_t i = 0; i < tensor.rank(); ++i) header += (i ? ", " : "") + std::to_string(tensor.shape()[i]);
   header += tensor.rank() == 1 ? ",), }" : "), }";  // a Python tuple: (4,), (2, 12), ()

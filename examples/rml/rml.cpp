@@ -468,6 +468,49 @@ std::int32_t int_bound(const GraphDef& def, std::size_t k) {
   return static_cast<std::int32_t>(std::clamp<std::int64_t>(bound, 1, std::numeric_limits<std::int32_t>::max()));
 }
 
+// A tensor read from a file for an input of type `want`, converted where NumPy's defaults and
+// rml's dtypes differ: widened when that is exact (f16 or bf16 for an f32 input, i32 for an i64
+// one); an i64 array (NumPy's default integer) for an i32 input narrowed, each value checked; an
+// f32 array for an f16 or bf16 input rounded to nearest even (NumPy has no bf16). Any other
+// dtype is passed on as it is (and a mismatch refused by the executor, named).
+Tensor adapt_input(Tensor t, const rml::TensorType& want, const std::string& name) {
+  const bool widen_float = want.dtype == rml::DType::f32 && rml::is_half_dtype(t.dtype());
+  const bool widen_int = want.dtype == rml::DType::i64 && t.dtype() == rml::DType::i32;
+  if (widen_float || widen_int) {
+    Tensor out = Tensor::zeros(want.dtype, t.shape());
+    rml::visit_dtype(t.dtype(), [&](auto d) {
+      using T = rml::dtype_type_t<decltype(d)::value>;
+      if constexpr (std::is_same_v<T, rml::f16> || std::is_same_v<T, rml::bf16>) {
+        for (std::int64_t i = 0; i < t.numel(); ++i) out.mutable_data<float>()[i] = static_cast<float>(t.data<T>()[i]);
+      } else if constexpr (std::is_same_v<T, std::int32_t>) {
+        for (std::int64_t i = 0; i < t.numel(); ++i) out.mutable_data<std::int64_t>()[i] = t.data<T>()[i];
+      }
+    });
+    return out;
+  }
+  if (want.dtype == rml::DType::i32 && t.dtype() == rml::DType::i64) {
+    Tensor out = Tensor::zeros(rml::DType::i32, t.shape());
+    const std::int64_t* in = t.data<std::int64_t>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      if (in[i] < std::numeric_limits<std::int32_t>::min() || in[i] > std::numeric_limits<std::int32_t>::max())
+        throw rml::Error(rml::out_of_range("input " + name + ": element " + std::to_string(i) + " (" +
+                                           std::to_string(in[i]) + ") does not fit in i32, the input's dtype"));
+      out.mutable_data<std::int32_t>()[i] = static_cast<std::int32_t>(in[i]);
+    }
+    return out;
+  }
+  if (rml::is_half_dtype(want.dtype) && t.dtype() == rml::DType::f32) {
+    Tensor out = Tensor::zeros(want.dtype, t.shape());
+    rml::visit_dtype(want.dtype, [&](auto d) {
+      using T = rml::dtype_type_t<decltype(d)::value>;
+      if constexpr (std::is_same_v<T, rml::f16> || std::is_same_v<T, rml::bf16>)
+        for (std::int64_t i = 0; i < t.numel(); ++i) out.mutable_data<T>()[i] = T(t.data<float>()[i]);
+    });
+    return out;
+  }
+  return t;
+}
+
 // The graph's inputs, in order: --inputs, then each --input, the rest random (said on stderr).
 std::vector<Input> gather_inputs(const Graph& graph, const InputOptions& options) {
   const GraphDef& def = graph.def();
@@ -505,13 +548,18 @@ std::vector<Input> gather_inputs(const Graph& graph, const InputOptions& options
   }
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     Input& in = inputs[k];
-    if (in.tensor.defined()) continue;
     const TensorType& type = def.values[def.inputs[k]].type;
+    if (in.tensor.defined()) {
+      in.tensor = adapt_input(std::move(in.tensor), type, in.name);
+      continue;
+    }
     const RandomInput how{options.seed, int_bound(def, k)};
     in.tensor = random_tensor(type, k, how);
     in.origin = "random";
-    const std::string range =
-        type.dtype == rml::DType::i32 ? "integers in [0, " + std::to_string(how.int_bound) + ")" : "uniform in [-1, 1)";
+    const std::string range = rml::is_integer_dtype(type.dtype)
+                                  ? "integers in [0, " + std::to_string(how.int_bound) + ")"
+                              : type.dtype == rml::DType::boolean ? "0 or 1"
+                                                                  : "uniform in [-1, 1)";
     note("input %s: %s random, %s, seed %llu", in.name.c_str(), type.to_string().c_str(), range.c_str(),
          static_cast<unsigned long long>(options.seed));
   }

@@ -25,17 +25,12 @@
 
 namespace rml_cli {
 
-// Every element of `t` as a double, in order (all but i64 beyond ±2^53 convert exactly).
+// Every element of `t` as a double, in order (exact, except i64 beyond ±2^53, which rounds).
 template <typename F>
 void for_each_element(const rml::Tensor& t, F&& f) {
   rml::visit_dtype(t.dtype(), [&](auto d) {
     using T = rml::dtype_type_t<decltype(d)::value>;
-    for (T v : t.span<T>()) {
-      if constexpr (std::is_arithmetic_v<T>)
-        f(static_cast<double>(v));
-      else
-        f(static_cast<double>(static_cast<float>(v)));  // f16, bf16
-    }
+    for (T v : t.span<T>()) f(static_cast<double>(static_cast<rml::compute_type_t<T>>(v)));
   });
 }
 
@@ -92,7 +87,8 @@ class SplitMix64 {
   std::uint64_t state_;
 };
 
-/// How a random input is drawn: floats uniform in [-1, 1), integers uniform in [0, int_bound).
+/// How a random input is drawn: floats uniform in [-1, 1) (rounded to f16 or bf16 for those),
+/// integers uniform in [0, int_bound), bools 0 or 1 with equal odds.
 struct RandomInput {
   std::uint64_t seed = 0;
   std::int32_t int_bound = 10;
@@ -103,15 +99,20 @@ struct RandomInput {
 inline rml::Tensor random_tensor(const rml::TensorType& type, std::size_t index, const RandomInput& how) {
   rml::Tensor t = rml::Tensor::zeros(type);
   SplitMix64 rng(how.seed ^ (0xd1b54a32d192ed03ULL * (static_cast<std::uint64_t>(index) + 1)));
-  if (type.dtype == rml::DType::i32) {
-    const auto bound = static_cast<std::uint64_t>(std::max(how.int_bound, 1));
-    for (std::int32_t& v : std::span(t.mutable_data<std::int32_t>(), static_cast<std::size_t>(t.numel())))
-      v = static_cast<std::int32_t>(((rng.next() >> 32) * bound) >> 32);
-  } else {
-    // 24 random bits make a float in [0, 1) exactly; 2u - 1 is exact too.
-    for (float& v : std::span(t.mutable_data<float>(), static_cast<std::size_t>(t.numel())))
-      v = 2.0F * static_cast<float>(rng.next() >> 40) * 0x1p-24F - 1.0F;
-  }
+  rml::visit_dtype(type.dtype, [&](auto d) {
+    using T = rml::dtype_type_t<decltype(d)::value>;
+    for (T& v : std::span(t.mutable_data<T>(), static_cast<std::size_t>(t.numel()))) {
+      if constexpr (std::is_same_v<T, bool>) {
+        v = (rng.next() >> 63) != 0;
+      } else if constexpr (std::is_integral_v<T>) {
+        const auto bound = static_cast<std::uint64_t>(std::max(how.int_bound, 1));
+        v = static_cast<T>(((rng.next() >> 32) * bound) >> 32);
+      } else {
+        // 24 random bits make a float in [0, 1) exactly; 2u - 1 is exact too.
+        v = T(2.0F * static_cast<float>(rng.next() >> 40) * 0x1p-24F - 1.0F);
+      }
+    }
+  });
   return t;
 }
 
@@ -216,7 +217,10 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 inline Comparison compare(const rml::Tensor& got, const rml::Tensor& expected, double rtol, double atol) {
   Comparison c;
-  if (got.dtype() != expected.dtype() || got.shape() != expected.shape()) {
+  // A 16-bit float output may be compared with an f32 reference (PyTorch's in f32, or a bf16
+  // output saved to .npy, which widens it).
+  const bool widened = rml::is_half_dtype(got.dtype()) && expected.dtype() == rml::DType::f32;
+  if ((got.dtype() != expected.dtype() && !widened) || got.shape() != expected.shape()) {
     c.problem = "got " + got.type().to_string() + ", the reference is " + expected.type().to_string();
     return c;
   }

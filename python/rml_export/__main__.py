@@ -39,11 +39,13 @@ def _example(spec: str):
     import torch
     dtype, _, dims = spec.partition(":")
     shape = [int(d) for d in dims.split(",") if d]
-    if dtype == "f32":
-        return torch.randn(*shape)
-    if dtype == "i32":
+    if dtype in ("f32", "f16", "bf16"):
+        return torch.randn(*shape).to({"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype])
+    if dtype in ("i32", "i64"):
         return torch.zeros(*shape, dtype=torch.long)
-    raise SystemExit(f"rml_export: --input wants f32:<dims> or i32:<dims>, got '{spec}'")
+    if dtype == "bool":
+        return torch.zeros(*shape, dtype=torch.bool)
+    raise SystemExit(f"rml_export: --input wants f32|f16|bf16|i32|i64|bool:<dims>, got '{spec}'")
 
 
 def main(argv=None) -> int:
@@ -54,11 +56,15 @@ def main(argv=None) -> int:
     t.add_argument("stem")
     t.add_argument("--input", action="append", default=[], help="example input as f32:2,12 or i32:1,8")
     t.add_argument("--check", action="store_true", help="run the export in the NumPy reference and compare")
+    t.add_argument("--narrow", action="store_true",
+                   help="the seed format's f32/i32 rules (16-bit floats f32, int64 i32, bool an f32 mask)")
     o = sub.add_parser("onnx", help="lower an ONNX model")
     o.add_argument("model")
     o.add_argument("stem")
     o.add_argument("--shape", action="append", default=[], help="static shape for an input: name=1,3,224,224")
     o.add_argument("--allow-double", action="store_true", help="compute double tensors in f32")
+    o.add_argument("--narrow", action="store_true",
+                   help="the seed format's f32/i32 rules (16-bit floats f32, INT64 i32, BOOL an f32 mask)")
     args = parser.parse_args(argv)
     try:
         if args.route == "torch":
@@ -69,14 +75,15 @@ def main(argv=None) -> int:
                 if not args.input:
                     raise SystemExit("rml_export: the factory gave no example inputs; pass --input")
                 inputs = tuple(_example(s) for s in args.input)
-            graph = from_torch(model, inputs, args.stem, check=args.check)
+            graph = from_torch(model, inputs, args.stem, check=args.check, narrow=args.narrow)
         else:
             from .onnx_export import from_onnx
             shapes = {}
             for s in args.shape:
                 name, _, dims = s.rpartition("=")
                 shapes[name] = [int(d) for d in dims.split(",")]
-            graph = from_onnx(args.model, args.stem, allow_double=args.allow_double, input_shapes=shapes or None)
+            graph = from_onnx(args.model, args.stem, allow_double=args.allow_double, input_shapes=shapes or None,
+                              narrow=args.narrow)
     except ExportError as e:
         print(f"rml_export: {e}", file=sys.stderr)
         return 1

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import ops, reference
 from .ops import ExportError
-from .safetensors import write_safetensors
+from .safetensors import BF16Array, write_safetensors
 
 FORMAT_VERSION = 1
 INLINE_LIMIT = 16  # derived constants with at most this many (finite) elements are written inline
@@ -52,28 +52,62 @@ class Node:
         self.name, self.origin = name, origin
 
 
-def rml_dtype_of(array: np.ndarray) -> str:
-    kind = np.asarray(array).dtype.kind
-    if kind == "f":
-        return "f32"
-    if kind in "iu":
-        return "i32"
-    if kind == "b":
-        return "f32"
-    raise ExportError(f"no rml dtype for NumPy dtype {np.asarray(array).dtype}")
+def rml_dtype_of(array, narrow: bool = True) -> str:
+    """The rml dtype of constant data. float16 is f16, BF16Array bf16, int64 i64 and bool bool, unless `narrow`
+    (the seed format's rules, for readers of f32 and i32 only): then floats are f32, integers i32, bools f32."""
+    if isinstance(array, BF16Array):
+        return "f32" if narrow else "bf16"
+    dtype = np.asarray(array).dtype
+    if dtype.kind == "f":
+        return "f16" if dtype == np.float16 and not narrow else "f32"
+    if dtype.kind in "iu":
+        return "i64" if dtype == np.int64 and not narrow else "i32"
+    if dtype.kind == "b":
+        return "f32" if narrow else "bool"
+    raise ExportError(f"no rml dtype for NumPy dtype {dtype}")
 
 
-def to_rml_array(array: np.ndarray, what: str) -> np.ndarray:
-    """Converts constant data to what rml stores: f32, or i32 when every value fits; booleans become 0/1."""
+# The NumPy dtype constant data of each rml dtype is held in while exporting (bf16: float32 holding bf16 values).
+CARRIER = {"f32": np.float32, "f16": np.float16, "bf16": np.float32, "i32": np.int32, "i64": np.int64,
+           "bool": np.bool_}
+
+
+def as_carrier(array, dtype: str, what: str) -> np.ndarray:
+    """`array` as the NumPy data of an rml `dtype` value: integers range-checked, numbers that become bool 0 or
+    1 only, floats rounded to f16 or bf16 (nearest, ties to even)."""
+    if isinstance(array, BF16Array):
+        array = array.to_float32()
     array = np.asarray(array)
-    if array.dtype.kind in "fb":
-        return np.array(array, dtype=np.float32, order="C")
-    if array.dtype.kind in "iu":
-        info = np.iinfo(np.int32)
+    if dtype in ("i32", "i64") and array.dtype.kind in "iub":
+        info = np.iinfo(CARRIER[dtype])
         if array.size and (array.min() < info.min or array.max() > info.max):
-            raise ExportError(f"{what}: integer values outside the i32 range")
-        return np.array(array, dtype=np.int32, order="C")
-    raise ExportError(f"{what}: unsupported dtype {array.dtype}")
+            raise ExportError(f"{what}: integer values outside the {dtype} range")
+    if dtype == "bool" and array.dtype.kind != "b" and array.size and not np.isin(array, (0, 1)).all():
+        raise ExportError(f"{what}: values other than 0 and 1 cannot be bool")
+    if dtype == "bf16":
+        return BF16Array.from_float(array).to_float32()
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.array(array, dtype=CARRIER[dtype], order="C")
+
+
+def to_rml_array(array, what: str, dtype: str = ""):
+    """Converts constant data to what rml stores for `dtype` (by default the narrowed f32/i32 of the seed
+    format: f32, or i32 when every value fits; booleans become 0/1). bf16 becomes a BF16Array."""
+    if not dtype:
+        dtype = rml_dtype_of(array, narrow=True)
+    if isinstance(array, np.ndarray) and array.dtype.kind not in "fiub":
+        raise ExportError(f"{what}: unsupported dtype {array.dtype}")
+    data = as_carrier(array, dtype, what)
+    return BF16Array.from_float(data) if dtype == "bf16" else data
+
+
+def _json_exact(array: np.ndarray) -> bool:
+    """Whether every element reads back exactly from a JSON number: floats finite, integers within ±2^53."""
+    if array.dtype.kind == "f":
+        return bool(np.all(np.isfinite(array)))
+    if array.dtype.kind in "iu":
+        return not array.size or (int(array.min()) >= -2**53 and int(array.max()) <= 2**53)
+    return True
 
 
 def _clean_attr(value):
@@ -89,8 +123,11 @@ def _clean_attr(value):
 
 
 class GraphBuilder:
-    def __init__(self, name: str, producer: str):
-        self.name, self.producer = name, producer
+    def __init__(self, name: str, producer: str, narrow: bool = False):
+        """`narrow`: the seed format's rules (f32 and i32 only: float16/bfloat16/float64 become f32, int64 i32 when
+        it fits, bool an f32 0/1 mask) for readers of the original format; otherwise each dtype is kept."""
+        self.name, self.producer, self.narrow = name, producer, narrow
+        self.float_as: Optional[str] = None  # "f16": float32 data is a float16 model traced in f32 (from_torch)
         self.inputs: List[Value] = []
         self.outputs: List[Value] = []
         self.nodes: List[Node] = []
@@ -108,14 +145,20 @@ class GraphBuilder:
     def param(self, name: str, array) -> Value:
         """A framework parameter, stored under its own name (e.g. `layers.0.bias`); one value per name."""
         if name not in self.params:
-            array = np.asarray(array)
-            self.params[name] = Value(rml_dtype_of(array), array.shape, "param", name, array, param_name=name)
+            dtype = self.dtype_of(array)
+            array = as_carrier(array, dtype, f"parameter {name}")
+            self.params[name] = Value(dtype, array.shape, "param", name, array, param_name=name)
         return self.params[name]
 
-    def const(self, array, name: str = "") -> Value:
-        """A derived constant: stored as `const.<id>`, or inline when tiny."""
-        array = np.asarray(array)
-        return Value(rml_dtype_of(array), array.shape, "const", name, array)
+    def dtype_of(self, array) -> str:
+        return rml_dtype_of(array, self.narrow)
+
+    def const(self, array, name: str = "", dtype: str = "") -> Value:
+        """A derived constant: stored as `const.<id>`, or inline when tiny. Its dtype is the data's (see
+        rml_dtype_of), or `dtype`."""
+        dtype = dtype or self.dtype_of(array)
+        array = as_carrier(array, dtype, f"constant {name or '(derived)'}")
+        return Value(dtype, array.shape, "const", name, array)
 
     def scalar(self, number: float) -> Value:
         return self.const(np.asarray(number, dtype=np.float32))
@@ -135,18 +178,46 @@ class GraphBuilder:
         for v in inputs:
             if not isinstance(v, Value):
                 raise ExportError(f"{op}: input {v!r} is not a graph value")
+        inputs = self._promote_constants(op, list(inputs))
         if fold and inputs and all(v.is_const for v in inputs):
-            # Folding also serves the exporters' integer shape arithmetic, which rml's f32-only ops would refuse.
+            # Folding also serves the exporters' integer shape arithmetic, which rml's ops may refuse (mixed
+            # integer widths). A result whose op type-checks gets the op's dtype (rounded to f16 or bf16).
             try:
-                return self.const(reference.run_op(op, [v.data for v in inputs], attrs))
+                result = reference.run_op(op, [v.data for v in inputs], attrs)
             except (ValueError, IndexError, TypeError) as e:
                 raise ExportError(f"folding {op}: {e}") from None
+            try:
+                dtype = ops.infer(op, [(v.dtype, v.shape) for v in inputs], attrs)[0]
+            except ExportError:
+                dtype = ""
+            if dtype in ("f16", "bf16"):
+                return self.const(result, dtype=dtype)
+            return self.const(result)
         dtype, shape = ops.infer(op, [(v.dtype, v.shape) for v in inputs], attrs)
         out = Value(dtype, shape, "node", name or self.node_name)
         self.node_name = ""
         node = Node(op, list(inputs), [out], attrs, name, self.origin)
         out.producer = node
         self.nodes.append(node)
+        return out
+
+    def _promote_constants(self, op: str, inputs: List[Value]) -> List[Value]:
+        """A derived constant (a scalar, an epsilon) next to values of another dtype of its kind takes their dtype:
+        f32 constants beside f16 or bf16 values, i32 constants beside i64 ones. Parameters are never converted."""
+        same = {"matmul": range(2), "conv2d": range(3), "where": range(1, 3)}.get(
+            op, range(len(inputs)) if op in ops.BINARY or op == "concat" else range(0))
+        positions = [i for i in same if i < len(inputs)]
+        live = {inputs[i].dtype for i in positions if inputs[i].kind != "const"}
+        if len(live) != 1:
+            return inputs
+        target = live.pop()
+        out = list(inputs)
+        for i in positions:
+            v = inputs[i]
+            if v.kind == "const" and v.dtype != target and (
+                    (v.dtype in ops.FLOAT_DTYPES and target in ops.FLOAT_DTYPES) or
+                    (v.dtype in ("i32", "i64") and target in ("i32", "i64"))):
+                out[i] = self.const(v.data, v.name, dtype=target)
         return out
 
     # -- output ------------------------------------------------------------------------------------------
@@ -200,14 +271,15 @@ class GraphBuilder:
             used_names.add(name)
             values.append({"name": name, "dtype": v.dtype, "shape": list(v.shape)})
             if v.is_const:
-                data = to_rml_array(v.data, f"constant {name}")
-                if v.dtype != rml_dtype_of(data):
-                    raise ExportError(f"constant {name}: data is {data.dtype}, value is {v.dtype}")
+                data = to_rml_array(v.data, f"constant {name}", v.dtype)
+                values_of = data.to_float32() if isinstance(data, BF16Array) else data
                 if v.kind == "param":
                     constants.append({"value": v.id, "tensor": v.param_name})
                     tensors.append((v.param_name, data))
-                elif data.size <= INLINE_LIMIT and (data.dtype.kind == "i" or np.all(np.isfinite(data))):
-                    constants.append({"value": v.id, "data": data.reshape(-1).tolist()})
+                elif data.size <= INLINE_LIMIT and _json_exact(values_of):
+                    inline = values_of.reshape(-1)
+                    constants.append({"value": v.id, "data": (inline.astype(np.int64) if inline.dtype.kind == "b"
+                                                              else inline).tolist()})
                 else:
                     constants.append({"value": v.id, "tensor": f"const.{v.id}"})
                     tensors.append((f"const.{v.id}", data))

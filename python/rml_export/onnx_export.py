@@ -2,8 +2,10 @@
 
 Initializers become constants stored under their ONNX names. Nodes whose inputs are all constant are folded
 while lowering (Shape → Gather → Concat → Reshape chains collapse to a constant shape), so shape arguments are
-known when the node that reads them is lowered. Integer tensors become i32 (constants only when every value fits),
-booleans become f32 0/1 masks, and doubles become f32 when `allow_double` is set.
+known when the node that reads them is lowered. FLOAT16, BFLOAT16, INT64 and BOOL tensors keep their type (rml's
+f16, bf16, i64 and bool); other integers become i32 (constants only when every value fits), and doubles become f32
+when `allow_double` is set. With `narrow=True`, the seed format's rules instead: INT64 becomes i32 (when it fits),
+BOOL an f32 0/1 mask, 16-bit floats f32, so that readers of f32/i32-only files can read the result.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from onnx import helper, numpy_helper
 
 from . import lower, ops
 from .graph import GraphBuilder, Value
+from .safetensors import BF16Array
 from .ops import ExportError, normalize_axis
 
 MAX_OPSET = 17
@@ -28,8 +31,15 @@ _INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.I
               onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64}
 
 
-def rml_dtype_of_onnx(elem_type: int, allow_double: bool, what: str) -> str:
-    if elem_type in _FLOAT_TYPES or elem_type == onnx.TensorProto.BOOL:
+_KEPT_TYPES = {onnx.TensorProto.FLOAT16: "f16", onnx.TensorProto.BFLOAT16: "bf16", onnx.TensorProto.INT64: "i64",
+               onnx.TensorProto.BOOL: "bool"}
+
+
+def rml_dtype_of_onnx(elem_type: int, allow_double: bool, what: str, narrow: bool = True) -> str:
+    if not narrow and elem_type in _KEPT_TYPES:
+        return _KEPT_TYPES[elem_type]
+    if elem_type in _FLOAT_TYPES or elem_type in (onnx.TensorProto.BOOL, onnx.TensorProto.FLOAT16,
+                                                  onnx.TensorProto.BFLOAT16):
         return "f32"
     if elem_type == onnx.TensorProto.DOUBLE:
         if allow_double:
@@ -48,21 +58,27 @@ class _Context:
         # i32 values whose ONNX type has at most 16 bits (exact in f32), by id; holding them keeps the ids unique
         self.narrow: Dict[int, Value] = {}
 
-    def selecting(self, inputs: Sequence[Value], compute) -> Value:
+    def selecting(self, inputs: Sequence[Value], compute, floats_only: bool = False) -> Value:
         """Runs `compute` on f32 inputs for ops that only compare or select values (max, min, clip, max pool,
         comparisons). Integer inputs qualify when their ONNX type has at most 16 bits, or they are constants that
-        f32 holds exactly; an integer result is cast back to i32."""
+        f32 holds exactly; an integer result is cast back to i32. Other inputs of one numeric dtype are, unless
+        narrowing, computed in it (rml's maximum, minimum and comparisons take every numeric dtype; with
+        `floats_only`, as for max pooling, the float dtypes)."""
         if all(v.dtype == "f32" for v in inputs):
             return compute(list(inputs))
-        converted = []
-        for v in inputs:
-            exact = v.dtype == "f32" or id(v) in self.narrow or (
-                v.is_const and (np.asarray(v.data).size == 0 or np.max(np.abs(np.asarray(v.data))) < 2**24))
-            if not exact:
-                raise ExportError(f"integer {self.node.op_type} (rml arithmetic is f32; only integers of at most "
-                                  f"16 bits are compared exactly through it)")
-            converted.append(self.to_f32(v))
-        y = compute(converted)
+
+        def exact(v):
+            return v.dtype == "f32" or id(v) in self.narrow or (v.dtype == "i32" and v.is_const and (
+                np.asarray(v.data).size == 0 or np.max(np.abs(np.asarray(v.data))) < 2**24))
+
+        if not all(exact(v) for v in inputs):
+            live = {v.dtype for v in inputs if not v.is_const} or {inputs[0].dtype}
+            if not self.b.narrow and len(live) == 1 and live <= set(
+                    ops.FLOAT_DTYPES if floats_only else ops.NUMERIC_DTYPES):
+                return compute(list(inputs))
+            raise ExportError(f"integer {self.node.op_type} (rml arithmetic is f32; only integers of at most "
+                              f"16 bits are compared exactly through it)")
+        y = compute([self.to_f32(v) for v in inputs])
         if any(v.dtype == "i32" for v in inputs) and self.node.op_type not in _COMPARISONS:
             y = self.op("cast", y, to="i32")
             self.narrow[id(y)] = y
@@ -92,6 +108,12 @@ class _Context:
 
     def to_f32(self, v: Value) -> Value:
         return v if v.dtype == "f32" else self.op("cast", v, to="f32")
+
+    def to_dtype(self, v: Value, dtype: str) -> Value:
+        return v if v.dtype == dtype else self.op("cast", v, to=dtype)
+
+    def dtype_of_onnx(self, elem_type: int, what: str) -> str:
+        return rml_dtype_of_onnx(elem_type, self.allow_double, what, self.b.narrow)
 
 
 def _attrs(node: onnx.NodeProto) -> Dict:
@@ -215,28 +237,51 @@ def _binary(op):
     def lowering(ctx, a, b, **attrs):
         if attrs.get("broadcast") == 1 and "axis" in attrs:
             raise ExportError("legacy broadcast with axis")
+        if a.dtype == "bool" or b.dtype == "bool":
+            return _logical(ctx, op, a, b)
         if a.dtype == "i32" and b.dtype == "i32" and not (a.is_const and b.is_const):
             if op in ("maximum", "minimum", "equal", "less", "greater"):
                 return ctx.selecting([a, b], lambda xs: ctx.op(op, *xs))
-            raise ExportError(f"integer {ctx.node.op_type} (rml arithmetic is f32)")
-        return ctx.op(op, a, b)
+            if ctx.b.narrow:
+                raise ExportError(f"integer {ctx.node.op_type} (narrowed, rml arithmetic is f32)")
+        return ctx.op(op, a, b)  # unless narrowing, integer arithmetic is rml's (i32, i64; div truncates)
     return lowering
+
+
+def _logical(ctx, op, a, b):
+    """And (lowered as mul) and Or (maximum) on bool values; comparisons of bools through their 0/1 values."""
+    if op == "mul":
+        return ctx.op("logical_and", a, b)
+    if op == "maximum":
+        return ctx.op("logical_or", a, b)
+    return ctx.op(op, ctx.to_dtype(a, "i32"), ctx.to_dtype(b, "i32"))
+
+
+def _complement(ctx, x):
+    """1 - x for an f32 0/1 mask, logical_not for a bool."""
+    return ctx.op("logical_not", x) if x.dtype == "bool" else ctx.op("sub", 1.0, x)
+
+
+def _xor(ctx, a, b, **k):
+    if a.dtype == "bool":
+        return ctx.op("logical_and", ctx.op("logical_or", a, b), ctx.op("logical_not", ctx.op("logical_and", a, b)))
+    return ctx.op("abs", ctx.op("sub", a, b))
 
 
 @_handles("Pow")
 def _pow(ctx, base, exponent, **a):
-    if base.dtype != "f32":
-        raise ExportError("integer Pow base (rml pow is f32)")
-    return ctx.op("pow", base, ctx.to_f32(exponent))  # an integer exponent is exact in f32 up to 2^24
+    if base.dtype not in ops.FLOAT_DTYPES:
+        raise ExportError("integer Pow base (rml pow takes f32, f16 and bf16)")
+    return ctx.op("pow", base, ctx.to_dtype(exponent, base.dtype))  # integer exponents: exact in f32 up to 2^24
 
 
 for _n, _op in (("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("Div", "div"),
                 ("Equal", "equal"), ("Less", "less"), ("Greater", "greater"), ("And", "mul"), ("Or", "maximum")):
     HANDLERS[_n] = _binary(_op)
-HANDLERS["GreaterOrEqual"] = lambda ctx, a, b, **k: ctx.op("sub", 1.0, _binary("less")(ctx, a, b))
-HANDLERS["LessOrEqual"] = lambda ctx, a, b, **k: ctx.op("sub", 1.0, _binary("greater")(ctx, a, b))
-HANDLERS["Not"] = lambda ctx, x, **k: ctx.op("sub", 1.0, x)
-HANDLERS["Xor"] = lambda ctx, a, b, **k: ctx.op("abs", ctx.op("sub", a, b))
+HANDLERS["GreaterOrEqual"] = lambda ctx, a, b, **k: _complement(ctx, _binary("less")(ctx, a, b))
+HANDLERS["LessOrEqual"] = lambda ctx, a, b, **k: _complement(ctx, _binary("greater")(ctx, a, b))
+HANDLERS["Not"] = lambda ctx, x, **k: _complement(ctx, x)
+HANDLERS["Xor"] = _xor
 
 
 def _variadic(op, mean=False):
@@ -256,9 +301,9 @@ HANDLERS["Mean"] = _variadic("add", mean=True)
 
 @_handles("Where")
 def _where(ctx, cond, a, b, **k):
-    if a.dtype != "f32" or b.dtype != "f32":
+    if (a.dtype != "f32" or b.dtype != "f32") and ctx.b.narrow:
         if not (a.is_const and b.is_const and cond.is_const):
-            raise ExportError("integer Where (rml where is f32)")
+            raise ExportError("integer Where (narrowed, rml where is f32)")
     return ctx.op("where", cond, a, b)
 
 
@@ -378,7 +423,7 @@ def _pool(ctx, x, **a):
     ceiled = _pool_pads_ceil(x4, kernel, strides, pads, dilations, a.get("ceil_mode", 0))
     if is_max:
         return restore(ctx.selecting([x4], lambda xs: ctx.op("max_pool2d", xs[0], kernel=kernel, strides=strides,
-                                                              pads=ceiled)))
+                                                              pads=ceiled), floats_only=True))
     extra = [ceiled[2] - pads[2], ceiled[3] - pads[3]]
     return restore(lower.avg_pool(ctx.b, x4, kernel, strides, pads, bool(a.get("count_include_pad", 0)), extra))
 
@@ -597,7 +642,7 @@ def _split(ctx, x, split=None, axis=0, num_outputs=None, **a):
 
 @_handles("Gather")
 def _gather(ctx, data, indices, axis=0, **a):
-    if indices.dtype != "i32":
+    if indices.dtype not in ("i32", "i64"):
         raise ExportError("Gather with non-integer indices")
     return ctx.op("gather", data, indices, axis=axis)
 
@@ -717,9 +762,8 @@ def _one_hot(ctx, indices, depth, values, axis=-1, **a):
 
 @_handles("EyeLike")
 def _eye_like(ctx, x, dtype=None, k=0, **a):
-    target = x.dtype if dtype is None else rml_dtype_of_onnx(dtype, ctx.allow_double, "EyeLike dtype")
-    eye = np.eye(x.shape[0], x.shape[1], k)
-    return ctx.b.const(eye.astype(np.float32 if target == "f32" else np.int32))
+    target = x.dtype if dtype is None else ctx.dtype_of_onnx(dtype, "EyeLike dtype")
+    return ctx.b.const(np.eye(x.shape[0], x.shape[1], k), dtype=target)
 
 
 @_handles("ConvTranspose")
@@ -797,10 +841,10 @@ def _cast(ctx, x, like=None, to=None, **a):
     if like is not None:
         target = like.dtype
     else:
-        if elem == onnx.TensorProto.BOOL:
+        if elem == onnx.TensorProto.BOOL and ctx.b.narrow:
             return ctx.op("sub", 1.0, ctx.op("equal", ctx.to_f32(x), 0.0)) if not x.is_const else \
                 ctx.b.const(np.asarray(x.data) != 0)
-        target = rml_dtype_of_onnx(elem, ctx.allow_double, "Cast target")
+        target = ctx.dtype_of_onnx(elem, "Cast target")
     if x.is_const and x.dtype == target == "i32":
         return x
     return x if x.dtype == target else ctx.op("cast", x, to=target)
@@ -824,9 +868,9 @@ def _const_from_numpy(ctx, data: np.ndarray, what: str) -> Value:
         if not ctx.allow_double:
             raise ExportError(f"{what} is double")
         data = data.astype(np.float32)
-    elif data.dtype.kind == "f":
+    elif data.dtype.kind == "f" and (ctx.b.narrow or data.dtype != np.float16):
         data = data.astype(np.float32)
-    elif data.dtype.kind not in "iub":
+    elif data.dtype.kind not in "fiub":
         raise ExportError(f"{what} of dtype {data.dtype}")
     return ctx.b.const(data)
 
@@ -856,8 +900,12 @@ def _range(ctx, start, limit, delta, **a):
 
 # ----------------------------------------------------------------------------------------------------------------
 def from_onnx(model_or_path, stem=None, *, allow_double: bool = False,
-              input_shapes: Optional[Dict[str, Sequence[int]]] = None) -> Dict:
+              input_shapes: Optional[Dict[str, Sequence[int]]] = None, narrow: bool = False) -> Dict:
     """Lowers an ONNX model (a ModelProto or a path) onto the rml op set.
+
+    FLOAT16, BFLOAT16, INT64 and BOOL tensors keep their type (f16, bf16, i64, bool), and each graph output has
+    its ONNX type. `narrow=True` applies the seed format's rules instead (16-bit floats f32, INT64 i32, BOOL an f32
+    0/1 mask), for readers of f32/i32-only files.
 
     Writes `<stem>.json` and `<stem>.safetensors` when `stem` is given; returns the graph JSON dict.
     Raises ExportError: `cannot lower ONNX op 'X' (node 'n'): <reason>`, or for a model rml cannot represent.
@@ -868,7 +916,7 @@ def from_onnx(model_or_path, stem=None, *, allow_double: bool = False,
     if opset > MAX_OPSET:
         raise ExportError(f"ONNX opset {opset} is newer than the supported {MAX_OPSET}")
     graph = model.graph
-    builder = GraphBuilder(graph.name, f"rml-export-onnx 0.1 (onnx {onnx.__version__}, opset {opset})")
+    builder = GraphBuilder(graph.name, f"rml-export-onnx 0.1 (onnx {onnx.__version__}, opset {opset})", narrow)
     ctx = _Context(builder, opset, allow_double)
     env: Dict[str, Value] = {}
     for node in graph.node:
@@ -880,7 +928,9 @@ def from_onnx(model_or_path, stem=None, *, allow_double: bool = False,
         data = numpy_helper.to_array(init)
         if data.dtype == np.float64 and not allow_double:
             raise ExportError(f"initializer '{init.name}' is double")
-        if data.dtype.kind == "f":
+        if init.data_type == onnx.TensorProto.BFLOAT16 and not narrow:
+            data = BF16Array.from_float(data)  # NumPy has no bfloat16: onnx gives the (exact) float32 values
+        elif data.dtype.kind == "f" and (narrow or data.dtype != np.float16):
             data = data.astype(np.float32)
         env[init.name] = builder.param(init.name, data)
     for inp in graph.input:
@@ -897,8 +947,7 @@ def from_onnx(model_or_path, stem=None, *, allow_double: bool = False,
                     raise ExportError(f"input '{inp.name}' has a dynamic dimension '{d.dim_param}' "
                                       f"(give input_shapes)")
                 dims.append(d.dim_value)
-        env[inp.name] = builder.input(inp.name, rml_dtype_of_onnx(t.elem_type, allow_double, f"input '{inp.name}'"),
-                                      dims)
+        env[inp.name] = builder.input(inp.name, ctx.dtype_of_onnx(t.elem_type, f"input '{inp.name}'"), dims)
         if t.elem_type in _NARROW_INT_TYPES:
             ctx.narrow[id(env[inp.name])] = env[inp.name]
     for i, node in enumerate(graph.node):
@@ -934,5 +983,10 @@ def from_onnx(model_or_path, stem=None, *, allow_double: bool = False,
     for out in graph.output:
         if out.name not in env:
             raise ExportError(f"graph output '{out.name}' is not computed")
-        builder.output(env[out.name], out.name)
+        v = env[out.name]
+        elem = out.type.tensor_type.elem_type if out.type.HasField("tensor_type") else 0
+        if not narrow and elem in _KEPT_TYPES and v.dtype != _KEPT_TYPES[elem]:
+            # An output the lowering computed in another dtype (an f32 0/1 mask, an i32 through f32) gets its type.
+            v = builder.op("cast", [v], to=_KEPT_TYPES[elem])
+        builder.output(v, out.name)
     return builder.write(stem) if stem else builder.finish()[0]

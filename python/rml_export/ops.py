@@ -14,7 +14,17 @@ BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "les
 REDUCTIONS = ("sum", "mean", "max", "min")
 DATA_MOVEMENT = ("reshape", "transpose", "concat", "slice", "expand", "pad", "copy")
 OTHER = ("where", "matmul", "conv2d", "max_pool2d", "avg_pool2d", "softmax", "argmax", "gather", "cast")
-ALL_OPS = frozenset(UNARY + BINARY + REDUCTIONS + DATA_MOVEMENT + OTHER)
+LOGICAL = ("logical_and", "logical_or", "logical_not")
+ALL_OPS = frozenset(UNARY + BINARY + REDUCTIONS + DATA_MOVEMENT + OTHER + LOGICAL)
+
+DTYPES = ("f32", "f16", "bf16", "i32", "i64", "bool")
+FLOAT_DTYPES = ("f32", "f16", "bf16")
+NUMERIC_DTYPES = ("f32", "f16", "bf16", "i32", "i64")
+COMPARISONS = ("equal", "less", "greater")
+# Ops that take every numeric dtype; the other unary and binary ops, matmul, conv2d, the pools, softmax and
+# mean take the float dtypes (16-bit floats compute in f32 and round each result).
+NUMERIC_OPS = frozenset(("neg", "abs", "relu", "add", "sub", "mul", "div", "maximum", "minimum", "sum", "max", "min")
+                        + COMPARISONS)
 
 Type = Tuple[str, Tuple[int, ...]]  # (dtype, shape)
 
@@ -61,21 +71,35 @@ def infer(op: str, inputs: Sequence[Type], attrs: Dict) -> Type:
     shapes = [tuple(t[1]) for t in inputs]
 
     def need(count_min: int, count_max: int = -1, f32: bool = True):
+        """The input count, and (with `f32`) the op's dtype rule: every input of one dtype the op admits."""
         count_max = count_min if count_max < 0 else count_max
         if not count_min <= len(inputs) <= count_max:
             raise ExportError(f"{op} takes {count_min}..{count_max} inputs, got {len(inputs)}")
-        if f32 and any(d != "f32" for d in dtypes):
-            raise ExportError(f"{op} needs f32 inputs, got {dtypes}")
+        if any(d not in DTYPES for d in dtypes):
+            raise ExportError(f"{op}: unknown dtype in {dtypes}")
+        if not f32:
+            return
+        allowed = ("bool",) if op in LOGICAL else NUMERIC_DTYPES if op in NUMERIC_OPS else FLOAT_DTYPES
+        if len(set(dtypes)) != 1 or dtypes[0] not in allowed:
+            kinds = "bool" if op in LOGICAL else "numeric" if op in NUMERIC_OPS else "float (f32, f16 or bf16)"
+            raise ExportError(f"{op} needs {kinds} inputs of one dtype, got {dtypes}")
 
     if op in UNARY:
         need(1)
-        return "f32", shapes[0]
+        return dtypes[0], shapes[0]
+    if op in LOGICAL:
+        need(1 if op == "logical_not" else 2)
+        return "bool", broadcast_shapes(*shapes)
     if op in BINARY:
         need(2)
-        return "f32", broadcast_shapes(*shapes)
+        if op in COMPARISONS:  # bool, except the f32 0/1 mask f32 inputs have always given
+            return ("f32" if dtypes[0] == "f32" else "bool"), broadcast_shapes(*shapes)
+        return dtypes[0], broadcast_shapes(*shapes)
     if op == "where":
-        need(3)
-        return "f32", broadcast_shapes(*shapes)
+        need(3, f32=False)
+        if dtypes[0] not in ("bool", "f32") or dtypes[1] != dtypes[2]:
+            raise ExportError(f"where needs a bool or f32 condition and two values of one dtype, got {dtypes}")
+        return dtypes[1], broadcast_shapes(*shapes)
     if op == "matmul":
         need(2)
         a, b = shapes
@@ -90,10 +114,11 @@ def infer(op: str, inputs: Sequence[Type], attrs: Dict) -> Type:
             out = out[:-2] + out[-1:]
         if len(b) == 1:
             out = out[:-1]
-        return "f32", out
+        return dtypes[0], out
     if op == "conv2d":
         need(2, 3)
         x, w = shapes[0], shapes[1]
+        dtype = dtypes[0]
         groups = attrs.get("groups", 1)
         strides, pads, dil = attrs.get("strides", [1, 1]), attrs.get("pads", [0] * 4), attrs.get("dilations", [1, 1])
         if len(x) != 4 or len(w) != 4 or x[1] != w[1] * groups or w[0] % groups:
@@ -102,7 +127,7 @@ def infer(op: str, inputs: Sequence[Type], attrs: Dict) -> Type:
             raise ExportError(f"conv2d: bias {list(shapes[2])} for {w[0]} channels")
         h = _pool_or_conv_extent(x[2], w[2], strides[0], pads[0] + pads[2], dil[0])
         wd = _pool_or_conv_extent(x[3], w[3], strides[1], pads[1] + pads[3], dil[1])
-        return "f32", (x[0], w[0], h, wd)
+        return dtype, (x[0], w[0], h, wd)
     if op in ("max_pool2d", "avg_pool2d"):
         need(1)
         x = shapes[0]
@@ -110,10 +135,12 @@ def infer(op: str, inputs: Sequence[Type], attrs: Dict) -> Type:
         strides, pads = attrs.get("strides", kernel), attrs.get("pads", [0] * 4)
         if len(x) != 4:
             raise ExportError(f"{op} needs NCHW input, got {list(x)}")
-        return "f32", (x[0], x[1], _pool_or_conv_extent(x[2], kernel[0], strides[0], pads[0] + pads[2]),
+        return dtypes[0], (x[0], x[1], _pool_or_conv_extent(x[2], kernel[0], strides[0], pads[0] + pads[2]),
                        _pool_or_conv_extent(x[3], kernel[1], strides[1], pads[1] + pads[3]))
     if op in REDUCTIONS or op == "argmax":
-        need(1)
+        need(1, f32=op != "argmax")
+        if op == "argmax" and dtypes[0] not in NUMERIC_DTYPES:
+            raise ExportError(f"argmax needs a numeric input, got {dtypes[0]}")
         x = shapes[0]
         if op == "argmax":
             axes = [normalize_axis(attrs["axis"], len(x))]
@@ -121,22 +148,24 @@ def infer(op: str, inputs: Sequence[Type], attrs: Dict) -> Type:
             axes = [normalize_axis(a, len(x)) for a in attrs.get("axes", [])] or list(range(len(x)))
         keep = attrs.get("keepdims", False)
         out = tuple((1 if i in axes else d) for i, d in enumerate(x) if keep or i not in axes)
-        return ("i32" if op == "argmax" else "f32"), out
+        return ("i32" if op == "argmax" else dtypes[0]), out
     if op == "softmax":
         need(1)
         normalize_axis(attrs.get("axis", -1), len(shapes[0]))
-        return "f32", shapes[0]
+        return dtypes[0], shapes[0]
     if op == "cast":
         need(1, f32=False)
+        if attrs["to"] not in DTYPES:
+            raise ExportError(f"cast to unknown dtype {attrs['to']}")
         return attrs["to"], shapes[0]
     if op == "gather":
         need(2, f32=False)
-        if dtypes[1] != "i32":
-            raise ExportError("gather indices must be i32")
+        if dtypes[1] not in ("i32", "i64"):
+            raise ExportError("gather indices must be i32 or i64")
         data = shapes[0]
         axis = normalize_axis(attrs.get("axis", 0), len(data))
         return dtypes[0], data[:axis] + shapes[1] + data[axis + 1:]
-    # Data movement: f32 or i32, output has the input's dtype.
+    # Data movement: any dtype, output has the input's dtype.
     if op == "concat":
         need(1, 1 << 30, f32=False)
         if len(set(dtypes)) != 1:

@@ -13,7 +13,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from .safetensors import read_safetensors
+from .safetensors import BF16Array, read_safetensors
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -95,8 +95,16 @@ def _axes(attrs, rank):
 
 
 def run_op(op: str, inputs: Sequence[np.ndarray], attrs: Dict) -> np.ndarray:
-    """Computes one rml op in NumPy. Inputs keep their dtype for data movement; arithmetic is done in f32."""
+    """Computes one rml op in NumPy. Inputs keep their dtype for data movement; float arithmetic is done in f32
+    (f16 and bf16 results are rounded by the caller, run_graph or the exporters' folding, which know the value's
+    dtype); integer arithmetic is exact (div truncates toward zero); comparisons and logical ops give bool (an f32
+    value's 0/1 mask is made from it by the caller, as for every value recorded f32)."""
+    inputs = [i.to_float32() if isinstance(i, BF16Array) else i for i in inputs]
     x = inputs[0] if inputs else None
+    if op in ("logical_and", "logical_or"):
+        return getattr(np, op)(inputs[0] != 0, inputs[1] != 0)
+    if op == "logical_not":
+        return np.logical_not(x != 0)
     if op in ("neg", "abs") and x.dtype.kind in "iu":  # exporters' integer folding
         return _UNARY[op](x)
     if op in _UNARY:
@@ -105,9 +113,17 @@ def run_op(op: str, inputs: Sequence[np.ndarray], attrs: Dict) -> np.ndarray:
         return _f32(_gelu(_f32(x), attrs.get("approximate", "none")))
     if op in _BINARY:
         a, b = inputs
-        if a.dtype.kind in "iu" and b.dtype.kind in "iu":  # exact integer folding of exporters' shape arithmetic
+        if op in ("equal", "less", "greater"):
+            if a.dtype.kind in "iub" and b.dtype.kind in "iub":
+                return _BINARY[op](a, b)  # exact
+            with np.errstate(all="ignore"):
+                return _BINARY[op](_f32(a), _f32(b))
+        if a.dtype.kind in "iu" and b.dtype.kind in "iu":  # exact integer arithmetic
             if op == "div":
-                return np.trunc(a / b).astype(np.result_type(a, b))
+                if np.any(b == 0):
+                    raise ValueError("integer division by zero")
+                q = np.abs(a.astype(np.int64)) // np.abs(b.astype(np.int64))  # toward zero, exact past 2^53
+                return np.where((a < 0) != (b < 0), -q, q).astype(np.result_type(a, b))
             if op in ("add", "sub", "mul", "maximum", "minimum"):
                 return _BINARY[op](a, b)
         with np.errstate(all="ignore"):
@@ -127,6 +143,8 @@ def run_op(op: str, inputs: Sequence[np.ndarray], attrs: Dict) -> np.ndarray:
         return _f32(_pool(_f32(x), attrs, "avg"))
     if op in ("sum", "mean", "max", "min"):
         fn = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[op]
+        if x.dtype.kind in "iu" and op != "mean":  # exact, in the input's dtype
+            return np.asarray(fn(x, axis=_axes(attrs, x.ndim), keepdims=attrs.get("keepdims", False))).astype(x.dtype)
         return _f32(fn(_f32(x), axis=_axes(attrs, x.ndim), keepdims=attrs.get("keepdims", False)))
     if op == "softmax":
         axis = attrs.get("axis", -1)
@@ -138,10 +156,21 @@ def run_op(op: str, inputs: Sequence[np.ndarray], attrs: Dict) -> np.ndarray:
             y = np.expand_dims(y, attrs["axis"])
         return y.astype(np.int32)
     if op == "cast":
-        if attrs["to"] == "f32":
-            return _f32(x)
-        info = np.iinfo(np.int32)
-        return np.clip(np.trunc(np.nan_to_num(x.astype(np.float64))), info.min, info.max).astype(np.int32)
+        to = attrs["to"]
+        if to == "bool":
+            return x != 0  # NaN is true
+        if to in ("f32", "f16", "bf16"):
+            return _f32(x)  # rounded to f16 or bf16 by the caller
+        target = np.int32 if to == "i32" else np.int64
+        if x.dtype.kind in "iub":
+            info = np.iinfo(target)
+            return np.clip(x, info.min, info.max).astype(target)
+        info = np.iinfo(target)  # truncating and saturating, NaN 0 (as rml's cast)
+        t = np.atleast_1d(np.trunc(np.nan_to_num(x.astype(np.float64), nan=0.0, posinf=np.inf, neginf=-np.inf)))
+        hi, lo = t >= float(info.max) + 1, t < float(info.min)  # 2^31 (2^63) exactly
+        out = np.where(hi | lo, 0.0, t).astype(target)
+        out[hi], out[lo] = info.max, info.min
+        return out.reshape(x.shape)
     if op == "reshape":
         return x.reshape(attrs["shape"])
     if op == "transpose":
@@ -184,16 +213,34 @@ def load(stem):
     return graph, tensors
 
 
-_NP_DTYPE = {"f32": np.float32, "i32": np.int32}
+# The NumPy dtype each rml dtype is held in here; bf16 as float32 holding bf16 values (NumPy has no bfloat16).
+_NP_DTYPE = {"f32": np.float32, "i32": np.int32, "f16": np.float16, "bf16": np.float32, "i64": np.int64,
+             "bool": np.bool_}
+
+
+def round_to(array: np.ndarray, dtype: str) -> np.ndarray:
+    """A node's result as a value of `dtype`: floats rounded to f16 or bf16 (nearest, ties to even, from f32),
+    bools as an f32 0/1 mask for an f32 value. Integer and bool results must already have their dtype."""
+    array = np.asarray(array)
+    if dtype == "bf16" and array.dtype.kind == "f":
+        return BF16Array.from_float(array).to_float32()
+    if dtype in ("f32", "f16") and array.dtype.kind in "fb":
+        with np.errstate(over="ignore"):
+            return array.astype(np.float32).astype(_NP_DTYPE[dtype])
+    return array
 
 
 def run_graph(graph: Dict, tensors: Dict[str, np.ndarray], inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-    """Runs an rml-graph given as its parsed JSON and its stored tensors; checks every recorded type."""
+    """Runs an rml-graph given as its parsed JSON and its stored tensors; checks every recorded type. Each node's
+    result is rounded to its value's dtype, as rml rounds each op's result (f16, bf16). A bf16 value is a
+    float32 array (inputs may be given as BF16Array)."""
     values = graph["values"]
     env: Dict[int, np.ndarray] = {}
 
     def bind(vid, array, what):
         spec = values[vid]
+        if isinstance(array, BF16Array):
+            array = array.to_float32()
         array = np.asarray(array)
         if array.dtype != _NP_DTYPE[spec["dtype"]] or list(array.shape) != list(spec["shape"]):
             raise ValueError(f"{what}: {array.dtype} {list(array.shape)} but value {vid} ({spec.get('name', '')}) "
@@ -209,9 +256,10 @@ def run_graph(graph: Dict, tensors: Dict[str, np.ndarray], inputs: Sequence[np.n
         if "tensor" in c:
             data = tensors[c["tensor"]]
         else:
-            data = np.asarray(c["data"], dtype=_NP_DTYPE[spec["dtype"]]).reshape(spec["shape"])
+            data = np.asarray(c["data"], dtype=np.float32 if spec["dtype"] == "bf16" else _NP_DTYPE[spec["dtype"]])
+            data = data.reshape(spec["shape"])
         bind(c["value"], data, f"constant {c['value']}")
     for i, node in enumerate(graph["nodes"]):
         out = run_op(node["op"], [env[v] for v in node["inputs"]], node.get("attrs", {}))
-        bind(node["outputs"][0], out, f"node {i} ({node['op']})")
+        bind(node["outputs"][0], round_to(out, values[node["outputs"][0]]["dtype"]), f"node {i} ({node['op']})")
     return [env[v] for v in graph["outputs"]]

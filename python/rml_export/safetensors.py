@@ -21,6 +21,35 @@ _TO_NUMPY = {"F32": np.float32, "I32": np.int32, "F64": np.float64, "I64": np.in
 _FROM_NUMPY = {np.dtype(v): k for k, v in _TO_NUMPY.items()}
 
 
+class BF16Array:
+    """A bfloat16 tensor, which NumPy lacks: its uint16 bit patterns (the high half of each float32)."""
+
+    def __init__(self, bits):
+        self.bits = np.asarray(bits, dtype=np.uint16)
+
+    @staticmethod
+    def from_float(values) -> "BF16Array":
+        """Rounds to the nearest bfloat16, ties to even (as PyTorch and rml do); NaN stays NaN."""
+        f = np.asarray(values, dtype=np.float32)
+        u = f.view(np.uint32).astype(np.uint64)
+        rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        nan = np.isnan(f)
+        rounded[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
+        return BF16Array(rounded.reshape(f.shape))
+
+    @property
+    def shape(self):
+        return self.bits.shape
+
+    @property
+    def size(self):
+        return self.bits.size
+
+    def to_float32(self) -> np.ndarray:
+        """The values, widened exactly."""
+        return (self.bits.astype(np.uint32) << 16).view(np.float32)
+
+
 def write_safetensors(path, tensors: Iterable[Tuple[str, np.ndarray]], metadata: Optional[Mapping[str, str]] = None):
     """Writes `tensors` (name, array) in the given order; arrays are written little-endian, row-major."""
     header: Dict[str, object] = {}
@@ -31,8 +60,9 @@ def write_safetensors(path, tensors: Iterable[Tuple[str, np.ndarray]], metadata:
     for name, array in tensors:
         if name in header:
             raise ValueError(f"safetensors: duplicate tensor name '{name}'")
-        array = np.array(array, order="C", copy=False)  # (ascontiguousarray would make scalars 1-D)
-        dtype = _FROM_NUMPY.get(array.dtype)
+        bf16 = isinstance(array, BF16Array)
+        array = np.array(array.bits if bf16 else array, order="C", copy=False)  # (ascontiguousarray: scalars 1-D)
+        dtype = "BF16" if bf16 else _FROM_NUMPY.get(array.dtype)
         if dtype is None:
             raise ValueError(f"safetensors: tensor '{name}' has unsupported dtype {array.dtype}")
         offset = (offset + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
@@ -55,7 +85,8 @@ def write_safetensors(path, tensors: Iterable[Tuple[str, np.ndarray]], metadata:
 
 
 def read_safetensors(path) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
-    """Reads every tensor of a safetensors file; returns (tensors by name, metadata)."""
+    """Reads every tensor of a safetensors file; returns (tensors by name, metadata). BF16 tensors come back as
+    BF16Array."""
     with open(path, "rb") as f:
         raw = f.read()
     if len(raw) < 8:
@@ -69,6 +100,10 @@ def read_safetensors(path) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
     tensors = {}
     for name, entry in header.items():
         begin, end = entry["data_offsets"]
+        if entry["dtype"] == "BF16":
+            bits = np.frombuffer(raw[base + begin:base + end], dtype="<u2").reshape(entry["shape"])
+            tensors[name] = BF16Array(bits.astype(np.uint16))
+            continue
         dtype = np.dtype(_TO_NUMPY[entry["dtype"]]).newbyteorder("<")
         array = np.frombuffer(raw[base + begin:base + end], dtype=dtype).reshape(entry["shape"])
         tensors[name] = array.astype(array.dtype.newbyteorder("="))

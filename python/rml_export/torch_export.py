@@ -10,6 +10,7 @@ against the concrete result's shape and dtype.
 
 from __future__ import annotations
 
+import copy
 import math
 import operator
 import os
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 from . import lower
 from .graph import GraphBuilder, Value
 from .ops import ExportError, normalize_axis
+from .safetensors import BF16Array
 
 _TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
 _PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__)) + os.sep
@@ -206,9 +208,9 @@ class _Lowering(fx.Interpreter):
         if isinstance(x, Value):
             return x
         if isinstance(x, _Param):
-            return self.b.param(x.name, _to_numpy(x.tensor))
+            return self.b.param(x.name, _to_numpy(x.tensor, self.b.narrow, self.b.float_as))
         if isinstance(x, torch.Tensor):
-            return self.b.const(_to_numpy(x))
+            return self.b.const(_to_numpy(x, self.b.narrow, self.b.float_as))
         if isinstance(x, (bool, int, float)):
             return self.b.scalar(float(x))
         raise ExportError(f"cannot use {type(x).__name__} {x!r} as a tensor")
@@ -222,7 +224,7 @@ class _Lowering(fx.Interpreter):
         return self.value_dtypes.get(id(x))
 
     def param(self, module_path: str, name: str, tensor: torch.Tensor) -> Value:
-        return self.b.param(f"{module_path}.{name}" if module_path else name, _to_numpy(tensor))
+        return self.b.param(f"{module_path}.{name}" if module_path else name, _to_numpy(tensor, self.b.narrow, self.b.float_as))
 
     def op(self, op: str, *inputs, **attrs) -> Value:
         return self.b.op(op, [self.value(x) for x in inputs], **attrs)
@@ -244,8 +246,23 @@ class _Lowering(fx.Interpreter):
                                 f"(fx node '{n.name}'): {e}")
             error.message = error.args[0]  # fx.Interpreter appends its own traceback to args; from_torch drops it
             raise error from None
+        self.sym[n] = self._conform(self.sym[n], result)
         self._check(n, self.sym[n], result)
         return result
+
+    # A lowering may compute in a dtype that holds PyTorch's result exactly (an argmax in i32, an f32 0/1 mask for
+    # a comparison): unless narrowing, the value is cast to PyTorch's dtype so the graph carries it.
+    _WIDENINGS = {("i32", "i64"), ("f32", "bool")}
+
+    def _conform(self, sym, result):
+        if self.b.narrow or self.b.float_as or not isinstance(sym, Value) or not isinstance(result, torch.Tensor):
+            if isinstance(sym, (list, tuple)) and isinstance(result, (list, tuple)) and len(sym) == len(result):
+                return type(sym)(self._conform(s, r) for s, r in zip(sym, result))
+            return sym
+        target = _rml_dtype(result, False)
+        if sym.dtype != target and (sym.dtype, target) in self._WIDENINGS:
+            return self.b.op("cast", [sym], to=target)
+        return sym
 
     def _lower(self, n: fx.Node, result):
         if n.op == "placeholder":
@@ -253,7 +270,7 @@ class _Lowering(fx.Interpreter):
                 raise ExportError("only tensor inputs are supported")
             index = sum(1 for m in self.sym if m.op == "placeholder")
             name = self.input_names[index] if index < len(self.input_names) else n.name
-            return self.b.input(name, _rml_dtype(result), result.shape)
+            return self.b.input(name, _rml_dtype(result, self.b.narrow, self.b.float_as), result.shape)
         if n.op == "get_attr":
             return _Param(n.target, result) if isinstance(result, torch.Tensor) else result
         if n.op == "output":
@@ -287,7 +304,7 @@ class _Lowering(fx.Interpreter):
         if isinstance(sym, Value):
             if not isinstance(result, torch.Tensor):
                 raise ExportError(f"fx node '{n.name}' lowered to a tensor but computes {type(result).__name__}")
-            if list(sym.shape) != list(result.shape) or sym.dtype != _rml_dtype(result):
+            if list(sym.shape) != list(result.shape) or sym.dtype != _rml_dtype(result, self.b.narrow, self.b.float_as):
                 raise ExportError(f"fx node '{n.name}' lowered to {sym.dtype} {list(sym.shape)} but PyTorch gives "
                                   f"{result.dtype} {list(result.shape)}")
             self.value_dtypes[id(sym)] = result.dtype
@@ -304,21 +321,41 @@ class _Lowering(fx.Interpreter):
                     self._check(n, s, r)
 
 
-def _to_numpy(t: torch.Tensor) -> np.ndarray:
+def _to_numpy(t: torch.Tensor, narrow: bool = True, float_as: Optional[str] = None):
+    """The data of a tensor for the builder: float16 and int64 and bool kept (bfloat16 as a BF16Array of its
+    bits), unless `narrow` (the seed rules: bool an f32 mask, 16-bit and double floats f32). With `float_as`
+    "f16", float32 data is a float16 model's traced in f32 (see from_torch) and is rounded back to float16."""
     t = t.detach().cpu()
+    if float_as == "f16" and t.dtype == torch.float32:
+        return t.contiguous().numpy().astype(np.float16)
     if t.dtype == torch.bool:
-        return t.numpy().astype(np.float32)
-    if t.dtype in (torch.float16, torch.bfloat16, torch.float64):
+        return t.numpy().astype(np.float32) if narrow else t.numpy()
+    if t.dtype == torch.bfloat16 and not narrow:
+        return BF16Array(t.contiguous().view(torch.int16).numpy().view(np.uint16))
+    if t.dtype in (torch.float16, torch.bfloat16, torch.float64) and (narrow or t.dtype != torch.float16):
         t = t.float()
     return t.contiguous().numpy()
 
 
-def _rml_dtype(t: torch.Tensor) -> str:
+_KEPT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.int64: "i64", torch.bool: "bool"}
+
+
+def _rml_dtype(t: torch.Tensor, narrow: bool = True, float_as: Optional[str] = None) -> str:
+    if float_as and t.dtype == torch.float32:
+        return float_as
+    if not narrow and t.dtype in _KEPT:
+        return _KEPT[t.dtype]
     if t.dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.bool):
         return "f32"
     if t.dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
         return "i32"
     raise ExportError(f"no rml dtype for {t.dtype}")
+
+
+def _index(ctx, x):
+    """Gather indices: i32 or i64 as they are (rml's gather takes both); other dtypes cast to i32."""
+    v = ctx.value(x)
+    return v if v.dtype in ("i32", "i64") and not ctx.b.narrow else _cast_to(ctx, v, "i32")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -420,7 +457,13 @@ def _binary(op, swap=False):
             raise ExportError(f"division with rounding_mode={rounding_mode!r}")
         if alpha is not None and alpha != 1:
             b = ctx.op("mul", b, float(alpha))
-        return ctx.op(op, b, a) if swap else ctx.op(op, a, b)
+        a, b = (b, a) if swap else (a, b)
+        if op in ("mul", "maximum") and ctx.value(a).dtype == "bool":  # & and | of bools
+            return ctx.op("logical_and" if op == "mul" else "logical_or", a, b)
+        y = ctx.op(op, a, b)
+        if op in ("equal", "less", "greater") and y.dtype == "f32" and not ctx.b.narrow:
+            y = ctx.op("cast", y, to="bool")  # rml's f32 comparisons give 0/1 masks; PyTorch gives bool
+        return y
     return lowering
 
 
@@ -445,7 +488,8 @@ FUNCTION_HANDLERS[torch.rsub] = _binary("sub", swap=True)
 
 
 def _not(ctx, x):
-    return ctx.op("sub", 1.0, x)
+    v = ctx.value(x)
+    return ctx.op("logical_not", v) if v.dtype == "bool" else ctx.op("sub", 1.0, v)
 
 
 def _negated(op):
@@ -506,7 +550,7 @@ def _cast_to(ctx, x, target: str):
 
 @_methods("float", "long", "int", "bool", "to", "type", "type_as")
 def _cast_method(ctx, x, *args, **kwargs):
-    return _cast_to(ctx, x, _rml_dtype(ctx.result))
+    return _cast_to(ctx, x, _rml_dtype(ctx.result, ctx.b.narrow, ctx.b.float_as))
 
 
 # -- reductions, softmax, normalisation -----------------------------------------------------------------------
@@ -927,12 +971,12 @@ except ImportError:  # torchvision is optional
 def _embedding_module(ctx, m, path, indices):
     if m.max_norm is not None:
         raise ExportError("embedding with max_norm")
-    return ctx.op("gather", ctx.param(path, "weight", m.weight), _cast_to(ctx, indices, "i32"), axis=0)
+    return ctx.op("gather", ctx.param(path, "weight", m.weight), _index(ctx, indices), axis=0)
 
 
 @_functions(F.embedding)
 def _embedding_fn(ctx, indices, weight, *args, **kwargs):
-    return ctx.op("gather", weight, _cast_to(ctx, indices, "i32"), axis=0)
+    return ctx.op("gather", weight, _index(ctx, indices), axis=0)
 
 
 # -- data movement --------------------------------------------------------------------------------------------
@@ -1064,7 +1108,7 @@ def _advanced_index(ctx, v, index):
         tensor = idx.tensor if isinstance(idx, _Param) else idx
         if tensor.dtype == torch.bool:
             raise ExportError("boolean mask indexing (data-dependent shape)")
-    iv = _cast_to(ctx, idx, "i32")
+    iv = _index(ctx, idx)
     return ctx.op("gather", v, iv, axis=axis)
 
 
@@ -1175,18 +1219,34 @@ def _transformer_encoder(ctx, m, path, src, mask=None, src_key_padding_mask=None
 
 # ----------------------------------------------------------------------------------------------------------------
 def from_torch(module: nn.Module, example_inputs, stem=None, *, input_names: Optional[Sequence[str]] = None,
-               output_names: Optional[Sequence[str]] = None, check: bool = False) -> Dict:
+               output_names: Optional[Sequence[str]] = None, check: bool = False, narrow: bool = False) -> Dict:
     """Exports `module` (put in eval mode) traced at the shapes of `example_inputs`.
 
     Writes `<stem>.json` and `<stem>.safetensors` when `stem` is given; returns the graph JSON dict.
     Input names default to the forward's argument names; outputs are called `output` (or `output.<i>`).
     With `check`, the exported graph is also run by the NumPy reference interpreter on the example inputs and
     must match PyTorch within 1e-4 * max(1, max |output|).
+    A model in `.half()` or `.bfloat16()` is exported in f16 or bf16 (weights stored 16-bit, each op's result
+    rounded), int64 tensors as i64 and bool as bool; `narrow=True` applies the seed format's rules instead
+    (16-bit floats f32, int64 i32, bool an f32 0/1 mask) for readers of f32/i32-only files.
     Raises ExportError naming the PyTorch op and module path that cannot be lowered (or the output that differs).
     """
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     module = module.eval()
+    float_as = None
+    tensors_in = list(module.parameters()) + list(module.buffers()) + [t for t in example_inputs
+                                                                      if isinstance(t, torch.Tensor)]
+    if any(t.dtype == torch.float16 for t in tensors_in):
+        # PyTorch's CPU kernels lack float16 matmul and convolution: trace a float32 copy (the float16 weights
+        # widen exactly) and record its float values as f16, rounding each traced constant back (narrowing:
+        # as f32).
+        if any(t.is_floating_point() and t.dtype not in (torch.float16, torch.float32) for t in tensors_in):
+            raise ExportError("a model mixing float16 with other float dtypes")
+        module = copy.deepcopy(module).float()
+        example_inputs = tuple(t.float() if isinstance(t, torch.Tensor) and t.dtype == torch.float16 else t
+                               for t in example_inputs)
+        float_as = None if narrow else "f16"
     tracer = _Tracer(example_inputs)
     try:
         graph = tracer.trace(module)
@@ -1196,7 +1256,8 @@ def from_torch(module: nn.Module, example_inputs, stem=None, *, input_names: Opt
         node.meta.pop("rml_concrete", None)
     gm = fx.GraphModule(tracer.root, graph)
     placeholders = [n.target for n in graph.nodes if n.op == "placeholder"]
-    builder = GraphBuilder(type(module).__name__, PRODUCER)
+    builder = GraphBuilder(type(module).__name__, PRODUCER, narrow)
+    builder.float_as = float_as
     lowering = _Lowering(gm, builder, input_names or placeholders)
     with torch.no_grad():
         try:
@@ -1213,19 +1274,33 @@ def from_torch(module: nn.Module, example_inputs, stem=None, *, input_names: Opt
     result, tensors = builder.finish()
     if check:
         expected = list(expected) if isinstance(expected, (list, tuple)) else [expected]
-        _check_with_reference(result, dict(tensors), example_inputs, expected)
+        _check_with_reference(result, dict(tensors), example_inputs, expected, narrow, float_as)
     if stem:
         builder.save(stem, result, tensors)
     return result
 
 
-def _check_with_reference(graph: Dict, tensors: Dict, inputs, expected) -> None:
+# How far a graph's result may be from PyTorch's (relative to max(1, max |output|)): f32 graphs 1e-4; 16-bit
+# graphs round every op's result to their storage type, PyTorch's CPU kernels some ops' intermediates in f32, so
+# a few ulps of the format per op on the path: 2^-11 (f16) and 2^-8 (bf16) times a few ops.
+CHECK_TOLERANCE = {"f16": 1e-2, "bf16": 6e-2}
+
+
+def _check_with_reference(graph: Dict, tensors: Dict, inputs, expected, narrow: bool = True,
+                          float_as: Optional[str] = None) -> None:
     from . import reference
-    got = reference.run_graph(graph, tensors, [_to_numpy(t).astype(np.int32 if _rml_dtype(t) == "i32" else np.float32)
-                                               for t in inputs])
+    feeds = []
+    for t in inputs:
+        data = _to_numpy(t, narrow, float_as)
+        dtype = _rml_dtype(t, narrow, float_as)
+        feeds.append(data if dtype in ("f16", "bf16", "i64", "bool") else
+                     data.astype(np.int32 if dtype == "i32" else np.float32))
+    got = reference.run_graph(graph, tensors, feeds)
     for i, (g, e) in enumerate(zip(got, expected)):
-        e = _to_numpy(torch.as_tensor(e))
+        e = torch.as_tensor(e)
+        tol = CHECK_TOLERANCE.get(_rml_dtype(e, narrow, float_as), 1e-4)
+        e = _to_numpy(e.float() if e.is_floating_point() else e)
         err = float(np.max(np.abs(g.astype(np.float64) - e))) if e.size else 0.0
-        bound = 1e-4 * max(1.0, float(np.max(np.abs(e))) if e.size else 1.0)
+        bound = tol * max(1.0, float(np.max(np.abs(e))) if e.size else 1.0)
         if not err <= bound:
             raise ExportError(f"output {i}: the exported graph differs from PyTorch by {err:.3g} (bound {bound:.3g})")

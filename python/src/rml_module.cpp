@@ -5,7 +5,9 @@
 // - A failed Status or Result raises the rml.Error subclass of its code (rml.InvalidArgumentError, ...),
 //   carrying the C++ message unchanged; `code_name` is a class attribute of each subclass.
 // - Tensors and NumPy arrays share memory both ways: np.asarray(tensor) is a view (buffer protocol), and a
-//   C-contiguous, aligned float32/int32 array becomes a Tensor whose storage holds the array.
+//   C-contiguous, aligned float32/float16/int32/int64/bool array becomes a Tensor whose storage holds the
+//   array. NumPy has no bfloat16: a bf16 tensor's buffer is its uint16 bit patterns (Tensor.float32()
+//   widens it), and a bf16 tensor is made from float data (rounded) or from uint16 bits.
 // - A Python callback's own exception (a trace function, a partition function) stops the C++ call and is
 //   re-raised unchanged once it returns.
 // - Graph.run and Executor.run release the GIL while the kernels run.
@@ -172,12 +174,37 @@ class NumpyStorage final : public Storage {
 
 py::module_ numpy() { return py::module_::import("numpy"); }
 
-/// The rml dtype of a NumPy dtype: float32 and int32 map, anything else is INVALID_ARGUMENT.
+/// The rml dtype of a NumPy dtype: float32, float16, int32, int64 and bool map, anything else is
+/// INVALID_ARGUMENT (NumPy has no bfloat16: ask for rml.bfloat16 or "bf16" by name).
 DType dtype_of_numpy(const py::dtype& dt, const char* what) {
   if (dt.kind() == 'f' && dt.itemsize() == 4) return DType::f32;
+  if (dt.kind() == 'f' && dt.itemsize() == 2) return DType::f16;
   if (dt.kind() == 'i' && dt.itemsize() == 4) return DType::i32;
-  throw Error(Code::invalid_argument, std::string(what) + ": rml has the dtypes f32 and i32 (float32, int32); got " +
-                                          py::str(static_cast<const py::handle&>(dt)).cast<std::string>());
+  if (dt.kind() == 'i' && dt.itemsize() == 8) return DType::i64;
+  if (dt.kind() == 'b') return DType::boolean;
+  throw Error(Code::invalid_argument,
+              std::string(what) +
+                  ": rml has the dtypes f32, f16, bf16, i32, i64 and bool (float32, float16, rml.bfloat16, int32, "
+                  "int64, bool); got " +
+                  py::str(static_cast<const py::handle&>(dt)).cast<std::string>());
+}
+
+/// The NumPy dtype of a tensor's elements; bf16, which NumPy lacks, as uint16 (its bit patterns).
+py::dtype numpy_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+      return py::dtype("float16");
+    case DType::bf16:
+      return py::dtype("uint16");
+    case DType::i32:
+      return py::dtype("int32");
+    case DType::i64:
+      return py::dtype("int64");
+    case DType::boolean:
+      return py::dtype("bool");
+    default:
+      return py::dtype("float32");
+  }
 }
 
 std::string dtype_text(const py::handle& data) {
@@ -191,27 +218,33 @@ void check_numeric(const py::array& array, const char* what) {
   const char kind = array.dtype().kind();
   if (kind == 'f' || kind == 'i' || kind == 'u' || kind == 'b' || kind == 'c') return;  // complex: a dtype error later
   throw py::type_error(std::string(what) + ": an array of dtype " + std::string(py::str(array.dtype())) +
-                       " holds no numbers; rml takes float32 and int32 arrays");
+                       " holds no numbers; rml takes arrays of numbers or booleans");
 }
 
-/// A dtype argument: rml.DType, "f32"/"i32"/"float32"/"int32", or anything numpy.dtype() takes.
+/// A dtype argument: rml.DType, a name ("f32", "f16", "bf16", "i32", "i64", "bool", "bfloat16"), or
+/// anything numpy.dtype() takes.
 DType dtype_arg(const py::handle& h, const char* what = "dtype") {
   if (py::isinstance<DType>(h)) return h.cast<DType>();
   if (py::isinstance<py::str>(h)) {
     const auto s = h.cast<std::string>();
     if (auto d = parse_dtype(s)) return *d;
+    if (s == "bfloat16") return DType::bf16;
   }
   return dtype_of_numpy(py::dtype::from_args(py::reinterpret_borrow<py::object>(h)), what);
 }
 
-/// The dtype rml gives data of this NumPy dtype when none is asked for: floats f32, integers and booleans i32.
+/// The dtype rml gives data of this NumPy dtype when none is asked for: float16 f16 and bool bool (an
+/// array of those was made so on purpose); other floats f32 and other integers i32, int64 included —
+/// NumPy's default for Python floats and ints is float64 and int64, and rml keeps the f32/i32 it gave
+/// them before it had i64 (ask for rml.int64 to keep int64).
 DType default_dtype(const py::dtype& dt, const char* what) {
   switch (dt.kind()) {
     case 'f':
-      return DType::f32;
+      return dt.itemsize() == 2 ? DType::f16 : DType::f32;
+    case 'b':
+      return DType::boolean;
     case 'i':
     case 'u':
-    case 'b':
       return DType::i32;
     default:
       return dtype_of_numpy(dt, what);
@@ -231,20 +264,49 @@ Tensor to_tensor(const py::handle& data, std::optional<DType> dtype, const char*
   py::array array = numpy().attr("asarray")(data);
   check_numeric(array, what);
   const DType target = dtype ? *dtype : default_dtype(array.dtype(), what);
-  // An integer array wider than int32 must fit: rml stores int64 indices as int32.
-  if (target == DType::i32 && array.dtype().kind() != 'f' && array.dtype().itemsize() > 4 && array.size() > 0) {
+  const char kind = array.dtype().kind();
+  // An integer array wider than int32 must fit: rml stores int64 indices as int32 unless asked for i64.
+  if (target == DType::i32 && kind != 'f' && array.dtype().itemsize() > 4 && array.size() > 0) {
     const auto lo = array.attr("min")().cast<long double>();
     const auto hi = array.attr("max")().cast<long double>();
     if (lo < INT32_MIN || hi > INT32_MAX)
-      throw Error(Code::invalid_argument, std::string(what) + ": integers outside int32's range cannot become i32");
+      throw Error(Code::invalid_argument, std::string(what) +
+                                              ": integers outside int32's range cannot become i32 (ask for "
+                                              "dtype=rml.int64 to keep them)");
+  }
+  // Numbers become bools only when each is 0 or 1.
+  if (target == DType::boolean && kind != 'b' && array.size() > 0 &&
+      !numpy().attr("isin")(array, py::make_tuple(0, 1)).attr("all")().cast<bool>())
+    throw Error(Code::invalid_argument, std::string(what) + ": only 0 and 1 become bool");
+  if (target == DType::bf16) {
+    // NumPy has no bfloat16: uint16 arrays are bit patterns (what np.asarray gives back for a bf16
+    // tensor); anything else is converted to float32 and rounded to nearest even.
+    Tensor out;
+    if (kind == 'u' && array.dtype().itemsize() == 2) {
+      array = py::array_t<std::uint16_t, py::array::c_style | py::array::forcecast>::ensure(array);
+      std::vector<std::int64_t> dims(array.shape(), array.shape() + array.ndim());
+      out = Tensor::zeros(DType::bf16, Shape(std::move(dims)));
+      if (out.nbytes()) std::memcpy(out.mutable_raw_data(), array.data(), out.nbytes());
+      return out;
+    }
+    py::array_t<float, py::array::c_style | py::array::forcecast> f =
+        py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(array);
+    if (!f)
+      throw Error(Code::invalid_argument,
+                  std::string(what) + ": cannot convert an array of " + dtype_text(data) + " to bf16");
+    std::vector<std::int64_t> dims(f.shape(), f.shape() + f.ndim());
+    out = Tensor::zeros(DType::bf16, Shape(std::move(dims)));
+    const float* in = f.data();
+    bf16* o = out.mutable_data<bf16>();
+    for (py::ssize_t i = 0; i < f.size(); ++i) o[i] = bf16(in[i]);
+    return out;
   }
   // Converts only when the dtype, byte order or layout differs; a matching array comes back as is.
-  if (target == DType::f32)
-    array = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(array);
-  else
-    array = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>::ensure(array);
+  {
+    py::object converted = numpy().attr("require")(array, "dtype"_a = numpy_dtype(target), "requirements"_a = "C");
+    array = py::reinterpret_borrow<py::array>(converted);
+  }
   if (!array) {
-    // ensure() clears NumPy's error; say what could not be converted instead.
     throw Error(Code::invalid_argument, std::string(what) + ": cannot convert an array of " + dtype_text(data) +
                                             " to " + std::string(dtype_name(target)));
   }
@@ -294,8 +356,23 @@ py::buffer_info tensor_buffer(const Tensor& t) {
     strides[i] = stride;
     stride *= shape[i];
   }
-  const std::string format =
-      t.dtype() == DType::f32 ? py::format_descriptor<float>::format() : py::format_descriptor<std::int32_t>::format();
+  // PEP 3118 codes: 'f' float32, 'e' float16, 'i' int32, 'q' int64, '?' bool; bf16 as 'H' (uint16 bits).
+  const std::string format = [&]() -> std::string {
+    switch (t.dtype()) {
+      case DType::f16:
+        return "e";
+      case DType::bf16:
+        return "H";
+      case DType::i32:
+        return py::format_descriptor<std::int32_t>::format();
+      case DType::i64:
+        return py::format_descriptor<std::int64_t>::format();
+      case DType::boolean:
+        return "?";
+      default:
+        return py::format_descriptor<float>::format();
+    }
+  }();
   return {const_cast<std::byte*>(t.raw_data()),
           itemsize,
           format,
@@ -352,6 +429,17 @@ py::object tensor_as_numpy(const py::object& self) {
   return numpy().attr("asarray")(self);
 }
 
+/// The elements as NumPy numbers: the shared array, except for bf16, widened (exactly) to a new float32 array.
+py::object tensor_values(const py::object& self) {
+  const Tensor& t = tensor_with_data(self);
+  if (t.dtype() != DType::bf16) return tensor_as_numpy(self);
+  py::array_t<float> out(std::vector<py::ssize_t>(t.shape().begin(), t.shape().end()));
+  float* o = out.mutable_data();
+  const bf16* in = t.data<bf16>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) o[i] = static_cast<float>(in[i]);
+  return out;
+}
+
 /// A shape given as reshape(2, 3), reshape((2, 3)) or reshape([2, 3]).
 /// A shape as the Python tuple NumPy uses.
 py::tuple shape_tuple(const Shape& shape) {
@@ -371,7 +459,7 @@ std::string tensor_repr(const py::object& self) {
   if (!t.defined()) return head + (t.is_symbolic() ? "symbolic)" : "no data)");
   // Rows after the first line up under the first, as NumPy's own repr does.
   return head +
-         py::str(numpy().attr("array2string")(tensor_as_numpy(self), "separator"_a = ", ", "prefix"_a = head))
+         py::str(numpy().attr("array2string")(tensor_values(self), "separator"_a = ", ", "prefix"_a = head))
              .cast<std::string>() +
          ")";
 }
@@ -646,11 +734,20 @@ void define_core(py::module_& m) {
   m.def(
       "code_name", [](Code c) { return std::string(code_name(c)); }, "code"_a, "INVALID_ARGUMENT, ...");
 
-  py::enum_<DType>(m, "DType", "Element types: f32 (float32) and i32 (int32).")
+  py::enum_<DType>(m, "DType",
+                   "Element types: f32 (float32), f16 (float16), bf16 (bfloat16), i32 (int32), i64 (int64), bool.")
       .value("f32", DType::f32)
-      .value("i32", DType::i32);
+      .value("i32", DType::i32)
+      .value("f16", DType::f16)
+      .value("bf16", DType::bf16)
+      .value("i64", DType::i64)
+      .value("bool", DType::boolean);
   m.attr("float32") = DType::f32;
   m.attr("int32") = DType::i32;
+  m.attr("float16") = DType::f16;
+  m.attr("bfloat16") = DType::bf16;
+  m.attr("int64") = DType::i64;
+  m.attr("bool_") = DType::boolean;
   m.def(
       "dtype_name", [](const py::object& d) { return std::string(dtype_name(dtype_arg(d))); }, "dtype"_a);
 
@@ -695,8 +792,9 @@ void define_core(py::module_& m) {
 
 void define_tensor(py::module_& m) {
   py::class_<Tensor> tensor(m, "Tensor", py::buffer_protocol(),
-                            "A dense row-major tensor (f32 or i32). np.asarray(t) shares its memory; "
-                            "rml.Tensor(array) shares a C-contiguous float32/int32 array's memory.");
+                            "A dense row-major tensor (f32, f16, bf16, i32, i64 or bool). np.asarray(t) shares its "
+                            "memory (bf16 as uint16 bits); rml.Tensor(array) shares a C-contiguous array's memory "
+                            "when its dtype is the tensor's.");
   tensor
       .def(py::init(
                [](const py::object& data, const py::object& dtype) { return to_tensor(data, optional_dtype(dtype)); }),
@@ -718,7 +816,11 @@ void define_tensor(py::module_& m) {
             return t.is_symbolic() ? ops::reshape(t, dims) : t.reshape(dims);
           },
           "The same data under another shape (one dimension may be -1); a view, or a reshape op while tracing.")
-      .def("numpy", &tensor_as_numpy, "A NumPy array sharing this tensor's memory.")
+      .def("numpy", &tensor_as_numpy,
+           "A NumPy array sharing this tensor's memory (a bf16 tensor's as uint16 bit patterns).")
+      .def(
+          "float32", [](const py::object& self) { return numpy().attr("asarray")(tensor_values(self), "float32"); },
+          "The elements as a float32 array: exact for f16 and bf16 (a new array for bf16; shared for f32).")
       // NumPy asks the buffer first; it falls back to __array__ only when there is none (a symbolic tensor),
       // and this then raises FailedPreconditionError instead of NumPy wrapping the tensor in an object array.
       .def(
@@ -727,8 +829,8 @@ void define_tensor(py::module_& m) {
             return numpy().attr("asarray")(tensor_as_numpy(self), "dtype"_a = dtype);
           },
           "dtype"_a = py::none())
-      .def("tolist", [](const py::object& self) { return tensor_as_numpy(self).attr("tolist")(); })
-      .def("item", [](const py::object& self) { return tensor_as_numpy(self).attr("item")(); })
+      .def("tolist", [](const py::object& self) { return tensor_values(self).attr("tolist")(); })
+      .def("item", [](const py::object& self) { return tensor_values(self).attr("item")(); })
       .def("clone", &Tensor::clone, "A tensor with its own copy of the bytes.")
       .def("equal", &Tensor::equal, "other"_a, "Same dtype, shape and bytes.")
       .def("__len__",
@@ -764,8 +866,9 @@ void define_tensor(py::module_& m) {
   m.def(
       "tensor", [](const py::object& data, const py::object& dtype) { return to_tensor(data, optional_dtype(dtype)); },
       "data"_a, "dtype"_a = py::none(),
-      "A Tensor from a Tensor, a NumPy array or nested lists; dtype defaults to f32 for floats and i32 for integers. "
-      "A C-contiguous float32/int32 array of the requested dtype is shared, not copied.");
+      "A Tensor from a Tensor, a NumPy array or nested lists; dtype defaults to f16 for float16, bool for bool, f32 "
+      "for other floats and i32 for other integers (int64 included: ask for rml.int64). A C-contiguous array of the "
+      "requested dtype is shared, not copied; bf16 is made from float data (rounded) or uint16 bits.");
   m.def(
       "zeros",
       [](const py::object& dtype, std::vector<std::int64_t> shape) {
@@ -1209,7 +1312,23 @@ void define_executor(py::module_& m) {
 // ---------------------------------------------------------------------------------------------
 // InferenceSession: ONNX Runtime's Python API over rml::InferenceSession
 
-const char* numpy_name(DType d) { return d == DType::f32 ? "float32" : "int32"; }
+/// The NumPy dtype a feed of `d` must have (bf16: its uint16 bit patterns, as np.asarray gives them).
+const char* numpy_name(DType d) {
+  switch (d) {
+    case DType::f16:
+      return "float16";
+    case DType::bf16:
+      return "uint16";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
+    case DType::boolean:
+      return "bool";
+    default:
+      return "float32";
+  }
+}
 
 /// `value` as the tensor for input `name` of type `want`, never converted: an array of another dtype is
 /// refused rather than narrowed, a non-contiguous one rather than silently copied. A C-contiguous,
@@ -1257,14 +1376,31 @@ NamedTensors named_tensors(const py::handle& mapping, const std::vector<NodeArg>
   return out;
 }
 
-std::string node_arg_type(const NodeArg& a) { return a.type.dtype == DType::f32 ? "tensor(float)" : "tensor(int32)"; }
+/// ONNX Runtime's type strings: tensor(float), tensor(float16), tensor(bfloat16), tensor(int32), tensor(int64),
+/// tensor(bool).
+std::string node_arg_type(const NodeArg& a) {
+  switch (a.type.dtype) {
+    case DType::f16:
+      return "tensor(float16)";
+    case DType::bf16:
+      return "tensor(bfloat16)";
+    case DType::i32:
+      return "tensor(int32)";
+    case DType::i64:
+      return "tensor(int64)";
+    case DType::boolean:
+      return "tensor(bool)";
+    default:
+      return "tensor(float)";
+  }
+}
 
 void define_session(py::module_& m) {
   py::class_<NodeArg>(m, "NodeArg", "An input or output of a session: .name, .shape, .type (as ONNX Runtime's).")
       .def_readonly("name", &NodeArg::name)
       .def_property_readonly(
           "shape", [](const NodeArg& a) { return std::vector<std::int64_t>(a.type.shape.begin(), a.type.shape.end()); })
-      .def_property_readonly("type", &node_arg_type, "ONNX Runtime's type string: tensor(float) or tensor(int32).")
+      .def_property_readonly("type", &node_arg_type, "ONNX Runtime's type string: tensor(float), tensor(int64), ...")
       .def_property_readonly(
           "dtype", [](const NodeArg& a) { return py::dtype(numpy_name(a.type.dtype)); },
           "The NumPy dtype a feed must have.")

@@ -121,12 +121,62 @@ def test_reshape_and_tolist():
 
 
 def test_dtypes_rml_does_not_have_are_refused():
-    with pytest.raises(rml.InvalidArgumentError, match="f32 and i32"):
+    with pytest.raises(rml.InvalidArgumentError, match="f32, f16, bf16, i32, i64 and bool"):
         rml.tensor([1.0], dtype=np.float64)
-    with pytest.raises(rml.InvalidArgumentError, match="int32"):
-        rml.tensor(np.array([2**40], np.int64))
+    with pytest.raises(rml.InvalidArgumentError, match="int32.*rml.int64"):
+        rml.tensor(np.array([2**40], np.int64))  # NumPy's default integer still becomes i32, checked
     with pytest.raises(rml.InvalidArgumentError):
         rml.tensor(np.array([1 + 2j]))
+    with pytest.raises(rml.InvalidArgumentError, match="only 0 and 1 become bool"):
+        rml.tensor([0, 1, 2], dtype="bool")
+
+
+def test_float16_int64_and_bool_arrays_share_memory_both_ways():
+    h = np.array([0.1, -0.0, 65504, np.inf, 2.0**-24, np.nan], np.float16)
+    t = rml.tensor(h)  # a float16 array keeps its dtype
+    assert t.dtype == rml.float16 and t.dtype == rml.DType.f16 and rml.dtype_name(t.dtype) == "f16"
+    back = np.asarray(t)
+    assert back.dtype == np.float16 and np.shares_memory(back, h)
+    assert memoryview(t).format == "e" and memoryview(t).itemsize == 2
+    np.testing.assert_array_equal(back.view(np.uint16), h.view(np.uint16))
+
+    i = np.array([-2**63, 2**62 + 1, -5], np.int64)
+    t = rml.tensor(i, dtype=rml.int64)
+    assert t.dtype == rml.int64 and memoryview(t).format == "q"
+    assert np.shares_memory(np.asarray(t), i) and np.asarray(t).dtype == np.int64
+    assert t.tolist() == [-2**63, 2**62 + 1, -5]
+    assert rml.tensor(i[2:], dtype="i64").item() == -5
+    assert rml.tensor(np.array([3, 4], np.int64)).dtype == rml.int32  # the default is unchanged
+
+    b = np.array([True, False, True])
+    t = rml.tensor(b)
+    assert t.dtype == rml.bool_ and memoryview(t).format == "?"
+    assert np.shares_memory(np.asarray(t), b) and np.asarray(t).dtype == np.bool_
+    assert t.tolist() == [True, False, True]
+    assert rml.tensor([1, 0], dtype=rml.bool_).tolist() == [True, False]
+    assert rml.tensor([1.5, 2.5], dtype=rml.float16).tolist() == [1.5, 2.5]
+    for t in (rml.tensor(h), rml.tensor(i, dtype=rml.int64), rml.tensor(b)):
+        again = pickle.loads(pickle.dumps(t))
+        assert again.dtype == t.dtype and again.equal(t)
+
+
+def test_bf16_is_made_from_float_data_and_read_back_as_bits_or_float32():
+    torch = pytest.importorskip("torch")
+    x = np.array([0.1, 1 / 3, -2.5, 3.3e38, 3.4e38, 1e-40, -0.0, np.inf], np.float32)
+    t = rml.tensor(x, dtype="bf16")
+    assert t.dtype == rml.bfloat16 and t.type == rml.TensorType("bfloat16", [8])
+    bits = np.asarray(t)  # NumPy has no bfloat16: the buffer is the bit patterns
+    assert bits.dtype == np.uint16 and memoryview(t).format == "H"
+    reference = torch.from_numpy(x.copy()).to(torch.bfloat16)  # PyTorch rounds to nearest even too
+    np.testing.assert_array_equal(bits, reference.view(torch.int16).numpy().view(np.uint16))
+    widened = t.float32()
+    assert widened.dtype == np.float32
+    np.testing.assert_array_equal(widened, reference.to(torch.float32).numpy())
+    assert t.tolist() == reference.to(torch.float32).tolist()
+    # uint16 data given for bf16 is taken as bits, so np.asarray round-trips (and so does pickle).
+    assert rml.tensor(bits, dtype=rml.bfloat16).equal(t)
+    assert pickle.loads(pickle.dumps(t)).equal(t)
+    assert "bf16 [8]" in repr(t) and "-2.5" in repr(t)  # the values, not the bits (49184)
 
 
 # ---- errors ----

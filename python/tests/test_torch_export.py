@@ -17,16 +17,19 @@ from rml_export.safetensors import read_safetensors
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def run_both(module, inputs, tmp_path, tol=1e-5):
+def run_both(module, inputs, tmp_path, tol=1e-5, narrow=False):
     module.eval()
     stem = str(tmp_path / "m")
-    graph = from_torch(module, inputs, stem)
+    graph = from_torch(module, inputs, stem, narrow=narrow)
     with torch.no_grad():
         want = module(*inputs)
     want = want if isinstance(want, (tuple, list)) else (want,)
     g, w = reference.load(stem)
-    rml_inputs = [t.numpy().astype(np.float32 if t.dtype in (torch.bool, torch.float32) else np.int32)
-                  for t in inputs]  # booleans are f32 masks in rml
+    if narrow:  # booleans are f32 masks, int64 is i32
+        rml_inputs = [t.numpy().astype(np.float32 if t.dtype in (torch.bool, torch.float32) else np.int32)
+                      for t in inputs]
+    else:  # int64 stays i64, bool bool
+        rml_inputs = [t.numpy() for t in inputs]
     got = reference.run_graph(g, w, rml_inputs)
     for a, b in zip(got, want):
         b = b.numpy()
@@ -104,8 +107,12 @@ def test_many_constructs(tmp_path):
     torch.manual_seed(0)
     module = Many()
     module.bn.running_mean.uniform_(-1, 1)
-    graph = run_both(module, (torch.randint(0, 10, (2, 4)), torch.randn(2, 4)), tmp_path)
-    assert graph["values"][graph["inputs"][0]]["dtype"] == "i32"
+    inputs = (torch.randint(0, 10, (2, 4)), torch.randn(2, 4))
+    graph = run_both(module, inputs, tmp_path)
+    assert graph["values"][graph["inputs"][0]]["dtype"] == "i64"  # int64 kept
+    assert graph["values"][graph["outputs"][1]]["dtype"] == "i64"
+    graph = run_both(module, inputs, tmp_path, narrow=True)
+    assert graph["values"][graph["inputs"][0]]["dtype"] == "i32"  # the seed format's rules
     assert graph["values"][graph["outputs"][1]]["dtype"] == "i32"
 
 
@@ -292,3 +299,38 @@ def test_torchvision_models(name):
         warnings.simplefilter("ignore")
         model = getattr(torchvision.models, name)(weights=None, num_classes=10, **extra)
     assert from_torch(model, (torch.randn(1, 3, 64, 64),), check=True)["nodes"]
+
+
+@pytest.mark.parametrize("dtype,rml_dtype,storage", [(torch.float16, "f16", "F16"), (torch.bfloat16, "bf16", "BF16")])
+def test_half_and_bfloat16_models_export_as_such(tmp_path, dtype, rml_dtype, storage):
+    """.half() and .bfloat16() models: every value in the dtype, weights stored 16-bit with PyTorch's exact bits,
+    the graph within 16-bit tolerance of PyTorch (bf16: PyTorch itself in bf16; f16: PyTorch's CPU build has no
+    float16 matmul or convolution, so the f32 model on the same f16 weights and inputs)."""
+    torch.manual_seed(5)
+    cnn = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                        nn.Linear(8 * 4 * 4, 16), nn.GELU(), nn.Linear(16, 5)).eval()
+    cnn[1].running_mean.uniform_(-1, 1)
+    x = torch.randn(2, 3, 8, 8)
+    model = cnn.to(dtype)
+    stem = str(tmp_path / "m")
+    graph = from_torch(model, (x.to(dtype),), stem, check=True)
+    assert {v["dtype"] for v in graph["values"]} == {rml_dtype}
+    with open(stem + ".safetensors", "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    assert {e["dtype"] for n, e in header.items() if n != "__metadata__"} == {storage}
+    tensors, _ = read_safetensors(stem + ".safetensors")
+    bits = lambda t: t.detach().contiguous().view(torch.int16).numpy().view(np.uint16)  # noqa: E731
+    bias = tensors["7.bias"]
+    assert np.array_equal(bias.bits if dtype == torch.bfloat16 else bias.view(np.uint16), bits(model[7].bias))
+    g, w = reference.load(stem)
+    feed = x.to(dtype)
+    from rml_export.safetensors import BF16Array
+    feed = BF16Array(bits(feed)) if dtype == torch.bfloat16 else feed.numpy()
+    (got,) = reference.run_graph(g, w, [feed])
+    with torch.no_grad():
+        want = (model(x.to(dtype)) if dtype == torch.bfloat16 else cnn.float()(x.half().float())).float().numpy()
+    # Several ops, each rounded to the format: a few ulps of 2^-8 (bf16) or 2^-11 (f16), relative to the peak.
+    tol = {"bf16": 6e-2, "f16": 1e-2}[rml_dtype]
+    assert np.max(np.abs(got.astype(np.float32) - want)) <= tol * max(1.0, np.max(np.abs(want)))
+    narrowed = from_torch(cnn.to(dtype), (x.to(dtype),), narrow=True)
+    assert {v["dtype"] for v in narrowed["values"]} == {"f32"}

@@ -108,8 +108,8 @@ rml_cli_test(run.wrong_shape EXIT 2 STDERR "^rml: INVALID_ARGUMENT: run: input 0
              ARGS run tests/data/torch_mlp --input x=${data}/x_3x12.npy)
 rml_cli_test(run.truncated_npy EXIT 2 STDERR "^rml: DATA_LOSS: tests/cli/data/x_truncated.npy: truncated"
              ARGS run tests/data/torch_mlp --input x=${data}/x_truncated.npy)
-rml_cli_test(run.f16_npy EXIT 3 STDERR "^rml: UNSUPPORTED: tests/cli/data/x_f16.npy: dtype '<f2'"
-             ARGS run tests/data/torch_mlp --input x=${data}/x_f16.npy)
+rml_cli_test(run.f16_npy STDOUT "first 8: -0.1581 -0.234 0.13 "
+             ARGS run tests/data/torch_mlp --input x=${data}/x_f16.npy)  # widened exactly to the f32 input
 rml_cli_test(run.missing_npy EXIT 2 STDERR "^rml: NOT_FOUND: tests/cli/data/missing.npy: "
              ARGS run tests/data/torch_mlp --input x=${data}/missing.npy)
 rml_cli_test(run.bad_extension EXIT 1 STDERR "the file must be .npy or .safetensors"
@@ -206,7 +206,8 @@ if(NOT EXISTS "${_rml_cli_python}")
 endif()
 execute_process(COMMAND "${_rml_cli_python}" -c "import numpy" RESULT_VARIABLE _rml_cli_numpy OUTPUT_QUIET ERROR_QUIET)
 if(_rml_cli_numpy EQUAL 0)
-  foreach(case info check run_random seed int_inputs file_inputs positional_names compare bench cut usage_errors)
+  foreach(case info check run_random seed int_inputs file_inputs positional_names compare bench cut usage_errors
+               new_dtypes)
     add_test(NAME cli.py.${case}
              COMMAND "${_rml_cli_python}" "${_rml_cli_dir}/test_cli.py" $<TARGET_FILE:rml_cli> "${PROJECT_SOURCE_DIR}"
                      "${_rml_cli_work}/py_${case}" ${case})

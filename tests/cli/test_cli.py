@@ -306,6 +306,57 @@ def case_usage_errors():
     check(not os.path.exists(os.path.join(WORK, ".json")), "nothing written for an empty OUT")
 
 
+def case_new_dtypes():
+    """f16, bf16, i64 and bool: info and dot name them; .npy inputs of float16 and int64 reach f32 and i32 inputs
+    (widened exactly, narrowed checked); an unsupported .npy dtype is refused by name."""
+    # A model whose outputs are constants of the four dtypes (no op: the checker has nothing to refuse).
+    h = np.array([[0.1, -2.5], [65504, 2**-24]], np.float16)
+    l = np.array([-2**63, 2**53 + 1, 7], np.int64)
+    values = [{"name": "h", "dtype": "f16", "shape": [2, 2]}, {"name": "b", "dtype": "bf16", "shape": [3]},
+              {"name": "l", "dtype": "i64", "shape": [3]}, {"name": "m", "dtype": "bool", "shape": [4]}]
+    graph = {"format": "rml-graph", "version": 1, "values": values, "inputs": [], "outputs": [0, 1, 2, 3],
+             "constants": [{"value": 0, "tensor": "h"}, {"value": 1, "data": [1.5, -2.0, 3.0]},
+                           {"value": 2, "tensor": "l"}, {"value": 3, "data": [1, 0, 0, 1]}], "nodes": []}
+    stem = os.path.join(WORK, "dtypes")
+    with open(stem + ".json", "w") as f:
+        json.dump(graph, f)
+    header = {"l": {"dtype": "I64", "shape": [3], "data_offsets": [0, 24]},
+              "h": {"dtype": "F16", "shape": [2, 2], "data_offsets": [24, 32]}}
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(stem + ".safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + l.astype("<i8").tobytes() + h.astype("<f2").tobytes())
+    doc, _ = rml_json("info", stem)
+    check([o["dtype"] for o in doc["outputs"]] == ["f16", "bf16", "i64", "bool"], "info dtypes: %s" % doc["outputs"])
+    check(doc["memory_bytes"]["weights"] == 2 * 4 + 2 * 3 + 8 * 3 + 1 * 4, "weight bytes %s" % doc["memory_bytes"])
+    dot, _ = rml("dot", stem)
+    for text in ("f16 [2, 2]", "bf16 [3]", "i64 [3]", "bool [4]"):
+        check(text in dot, "dot names %s" % text)
+
+    # float16 .npy for the f32 MLP: widened exactly, so the result is the MLP of the float16-rounded x.
+    ref = read_safetensors(MLP_REF)
+    x16 = ref["x"].astype(np.float16)
+    np.save(os.path.join(WORK, "x16.npy"), x16)
+    doc, err = rml_json("run", MLP, "--input", "x=" + os.path.join(WORK, "x16.npy"))
+    check(doc["inputs"][0]["dtype"] == "f32", "the f16 array became the f32 input: %s" % doc["inputs"][0])
+    check_stats(doc["inputs"][0], x16.astype(np.float32), "widened input")
+    check(close(doc["outputs"][0]["mean"], mlp(x16.astype(np.float32)).mean(), 1e-5), "MLP of the f16 input")
+
+    # int64 token ids (NumPy's default integer) for gpt's i32 input: narrowed, each value checked.
+    ids = (np.arange(8, dtype=np.int64) * 7 % 64).reshape(1, 8)
+    np.save(os.path.join(WORK, "ids64.npy"), ids)
+    np.save(os.path.join(WORK, "ids32.npy"), ids.astype(np.int32))
+    d64, _ = rml_json("run", GPT, "--input", "idx=" + os.path.join(WORK, "ids64.npy"))
+    d32, _ = rml_json("run", GPT, "--input", "idx=" + os.path.join(WORK, "ids32.npy"))
+    check(d64["outputs"][0]["sha256"] == d32["outputs"][0]["sha256"], "int64 ids give the int32 ids' output")
+    np.save(os.path.join(WORK, "ids_big.npy"), np.array([[2**40] + [0] * 7], np.int64))
+    _, err = rml("run", GPT, "--input", "idx=" + os.path.join(WORK, "ids_big.npy"), code=2)
+    check("OUT_OF_RANGE" in err and "1099511627776" in err and "does not fit in i32" in err, err)
+    np.save(os.path.join(WORK, "x_u16.npy"), np.zeros((2, 12), np.uint16))
+    _, err = rml("run", MLP, "--input", "x=" + os.path.join(WORK, "x_u16.npy"), code=3)
+    check("UNSUPPORTED" in err and "'<u2'" in err and "f2" in err and "b1" in err, err)
+
+
 CASES = {name[5:]: f for name, f in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":

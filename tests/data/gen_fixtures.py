@@ -7,6 +7,8 @@ ReLU, Linear(16, 4)) at batch 2, laid out as a PyTorch export lays it out: 15 va
 stored as const.<id>, and the output is value 14, f32 [2, 4]. Its reference output, computed here
 by NumPy in float64 and rounded to float32, is torch_mlp.expected.safetensors (tensors x and y).
 
+dtypes: tensors of the f16, bf16, i64 and bool dtypes written by NumPy and PyTorch (see dtypes()).
+
 Run: /usr/bin/python3 tests/data/gen_fixtures.py  (deterministic; rewrites the files)
 """
 import json
@@ -18,21 +20,32 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-# NumPy has no bfloat16: a uint16 array holds bf16 bit patterns.
-SAFETENSORS_DTYPES = {np.dtype("float32"): "F32", np.dtype("int32"): "I32", np.dtype("float16"): "F16",
-                      np.dtype("uint16"): "BF16", np.dtype("int64"): "I64", np.dtype("bool"): "BOOL"}
+class BF16Bits:
+    """A bfloat16 tensor for write_safetensors, given as its uint16 bit patterns (NumPy has no bf16)."""
+
+    def __init__(self, bits):
+        self.bits = np.asarray(bits, dtype=np.uint16)
+
+
+# A uint16 array also holds bf16 bit patterns.
+ST_DTYPES = {np.dtype("float32"): "F32", np.dtype("int32"): "I32", np.dtype("float16"): "F16",
+             np.dtype("uint16"): "BF16", np.dtype("int64"): "I64", np.dtype("bool"): "BOOL"}
 
 
 def write_safetensors(path, tensors, metadata=None):
-    """tensors: list of (name, np.ndarray of a SAFETENSORS_DTYPES dtype), stored in order with no gaps."""
+    """tensors: list of (name, np.ndarray float32/int32/float16/int64/bool or BF16Bits), stored in
+    order with no gaps (so a 2- or 8-byte tensor after an odd-sized one is misaligned)."""
     header = {}
     if metadata:
         header["__metadata__"] = metadata
     offset = 0
     blobs = []
     for name, array in tensors:
-        array = np.asarray(array, order="C")  # keeps rank 0 (ascontiguousarray would make it rank 1)
-        dtype = SAFETENSORS_DTYPES[array.dtype]
+        if isinstance(array, BF16Bits):
+            array, dtype = np.asarray(array.bits, order="C"), "BF16"
+        else:
+            array = np.asarray(array, order="C")  # keeps rank 0 (ascontiguousarray would make it rank 1)
+            dtype = ST_DTYPES[array.dtype]
         data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
         header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
@@ -122,5 +135,39 @@ def torch_mlp():
                       [("x", x), ("y", h.astype(np.float32))])
 
 
+def dtypes():
+    """dtypes.safetensors: one tensor of each new dtype, written by NumPy (bf16 bits by PyTorch),
+    in an order that leaves the I64 tensor misaligned; and float32 sources with their f16 (NumPy)
+    and bf16 (PyTorch) roundings, against which rml's own conversions are checked bit for bit.
+
+    The hand-written values are repeated in tests/io/test_dtypes.cpp."""
+    import torch  # only for bfloat16 rounding, which NumPy lacks
+
+    f16 = np.array([0.0, -0.0, 1.0, -2.5, 65504.0, 2.0 ** -14, 2.0 ** -24, np.inf, -np.inf, np.nan, 0.1, -1 / 3],
+                   dtype=np.float16).reshape(3, 4)
+    boolean = np.array([True, False, False, True, True])
+    i64 = np.array([-2 ** 63, -2 ** 53 - 1, -1, 0, 1, 2 ** 53 + 1, 2 ** 63 - 1], dtype=np.int64)
+    bf16_exact = BF16Bits([0x0000, 0x8000, 0x3F80, 0xC020, 0x7F7F, 0x0080, 0x0001, 0x7F80, 0xFF80, 0x7FC0])
+
+    # Sources: every kind of float32 (random bit patterns), exact ties for both formats, the
+    # overflow edges (65504, 65520 for f16; the bf16 maximum), subnormals of both.
+    rng = np.random.default_rng(20261201)
+    rand = rng.integers(0, 2 ** 32, size=4000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    edges = [1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, 1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8, 65504.0, 65519.996, 65520.0,
+             2.0 ** -25, 3 * 2.0 ** -26, 2.0 ** -24 * 1.5, 2.0 ** -24 * 2.5, 5.9604645e-08, 6.1e-05, 3.3895314e38,
+             3.4028235e38, -0.0, 1e-40, -1e-45, np.inf, -np.inf, np.nan, 0.1, 1 / 3, -65536.0]
+    src = np.concatenate([np.array(edges, dtype=np.float32), rand]).astype(np.float32)
+    with np.errstate(over="ignore"):
+        f16_of_src = src.astype(np.float16)
+    bf16_of_src = torch.from_numpy(src.copy()).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+
+    write_safetensors(os.path.join(HERE, "dtypes.safetensors"),
+                      [("f16", f16), ("bool", boolean), ("i64", i64), ("bf16", bf16_exact),
+                       ("src", src), ("f16_of_src", f16_of_src), ("bf16_of_src", BF16Bits(bf16_of_src))],
+                      {"producer": "tests/data/gen_fixtures.py (numpy %s, torch %s)" % (np.__version__,
+                                                                                    torch.__version__)})
+
+
 if __name__ == "__main__":
     torch_mlp()
+    dtypes()

@@ -1,4 +1,5 @@
 // Fuzzes parse_graph: any bytes as the JSON document, bound to a small valid weights file.
+// Dictionary: dict/graph_json.dict.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -7,12 +8,20 @@
 
 namespace {
 
-// A weights file holding "w" (f32 [3]) and "k" (i32 [2]), so stored constants can bind.
+// A weights file holding "w" (f32 [3]), "k" (i32 [2]), "h" (f16 [2]), "b" (bf16 [2]), "l" (i64 [2])
+// and "m" (bool [3]), so stored constants of every dtype can bind.
 const rml::SafetensorsReader& weights() {
   static const rml::SafetensorsReader reader = [] {
-    auto bytes = rml::encode_safetensors({{"w", rml::Tensor::from_vector<float>({1, 2, 3}, {3})},
-                                          {"k", rml::Tensor::from_vector<std::int32_t>({4, 5}, {2})}})
-                     .value();
+    rml::Tensor mask = rml::Tensor::zeros(rml::DType::boolean, {3});
+    mask.mutable_data<bool>()[1] = true;
+    auto bytes =
+        rml::encode_safetensors({{"w", rml::Tensor::from_vector<float>({1, 2, 3}, {3})},
+                                 {"k", rml::Tensor::from_vector<std::int32_t>({4, 5}, {2})},
+                                 {"h", rml::Tensor::from_vector<rml::f16>({rml::f16(0.5F), rml::f16(-2.0F)}, {2})},
+                                 {"b", rml::Tensor::from_vector<rml::bf16>({rml::bf16(0.5F), rml::bf16(-2.0F)}, {2})},
+                                 {"l", rml::Tensor::from_vector<std::int64_t>({std::int64_t{1} << 60, -1}, {2})},
+                                 {"m", mask}})
+            .value();
     return rml::SafetensorsReader::from_bytes(bytes).value();
   }();
   return reader;

@@ -185,6 +185,18 @@ TEST_CASE("save_graph refuses graphs it cannot write, and leaves no file") {
 TEST_CASE("malformed models: each refused with its code, naming the place") {
   const std::string base = base_json();
   const std::string w = weights_bytes();
+  // base with w recorded as `dtype`, stored or inline.
+  auto as_w = [&](const char* dtype) {
+    return replace(base, R"("name": "w", "dtype": "f32")", std::string(R"("name": "w", "dtype": ")") + dtype + "\"");
+  };
+  auto inline_w = [&](const char* dtype, const char* data) {
+    return replace(as_w(dtype), R"("tensor": "w")", std::string(R"("data": )") + data);
+  };
+  auto bool_weights = [](const char* three_bytes) {
+    std::string out = weights_bytes("BOOL", "[3]", 3);
+    out.replace(out.size() - 3, 3, three_bytes, 3);
+    return out;
+  };
   const auto node = [&](const std::string& n) { return base_json("", n); };
   const std::vector<BadCase> cases = {
       {"JSON syntax", R"({"format": "rml-graph",)", w, Code::invalid_argument, "not valid JSON"},
@@ -302,6 +314,37 @@ TEST_CASE("malformed models: each refused with its code, naming the place") {
        "is stored as bf16 [3] but value 1 (w) is recorded as f32 [3]"},
       {"stored as I64, recorded f32", base, weights_bytes("I64", "[3]", 24), Code::invalid_argument,
        "is stored as i64 [3] but value 1 (w) is recorded as f32 [3]"},
+      // The new dtypes: byte lengths that do not fit a 2- or 8-byte element, bool bytes, mismatches.
+      {"F16 bytes not 2 per element", as_w("f16"), weights_bytes("F16", "[3]", 7), Code::data_loss,
+       "data_offsets span 7 bytes, but F16 [3] needs 6"},
+      {"BF16 bytes of an f32", as_w("bf16"), weights_bytes("BF16", "[3]", 12), Code::data_loss,
+       "data_offsets span 12 bytes, but BF16 [3] needs 6"},
+      {"I64 bytes of an i32", as_w("i64"), weights_bytes("I64", "[3]", 12), Code::data_loss,
+       "data_offsets span 12 bytes, but I64 [3] needs 24"},
+      {"I64 bytes not 8 per element", as_w("i64"), weights_bytes("I64", "[3]", 25), Code::data_loss, "needs 24"},
+      {"bool byte 2", as_w("bool"), bool_weights("\x01\x02\x00"), Code::invalid_argument,
+       "tensor 'w' is BOOL but its byte 1 is 2, not 0 or 1"},
+      {"bool byte 255", as_w("bool"), bool_weights("\x00\x00\xff"), Code::invalid_argument, "its byte 2 is 255"},
+      {"recorded f16, stored BF16", as_w("f16"), weights_bytes("BF16", "[3]", 6), Code::invalid_argument,
+       "constants[0]: tensor 'w' is stored as bf16 [3] but value 1 (w) is recorded as f16 [3]"},
+      {"recorded bf16, stored F16", as_w("bf16"), weights_bytes("F16", "[3]", 6), Code::invalid_argument,
+       "is stored as f16 [3] but value 1 (w) is recorded as bf16 [3]"},
+      {"recorded i64, stored I32", as_w("i64"), weights_bytes("I32", "[3]", 12), Code::invalid_argument,
+       "is stored as i32 [3] but value 1 (w) is recorded as i64 [3]"},
+      {"recorded bool, stored U8", as_w("bool"), weights_bytes("U8", "[3]", 3), Code::invalid_argument,
+       "is stored as U8"},
+      {"recorded i32, stored I64", replace(base, R"("name": "w", "dtype": "f32")", R"("name": "w", "dtype": "i32")"),
+       weights_bytes("I64", "[3]", 24), Code::invalid_argument,
+       "is stored as i64 [3] but value 1 (w) is recorded as i32 [3]"},
+      {"inline f16 out of range", inline_w("f16", "[1, 65520, 3]"), "", Code::invalid_argument,
+       "constants[0].data[1]: is out of range for f16"},
+      {"inline bf16 out of range", inline_w("bf16", "[3.4e38, 1, 1]"), "", Code::invalid_argument,
+       "constants[0].data[0]: is out of range for bf16"},
+      {"inline bool 2", inline_w("bool", "[0, 2, 1]"), "", Code::invalid_argument,
+       "constants[0].data[1]: is not a bool, but value 1 (w) is bool"},
+      {"inline bool 0.5", inline_w("bool", "[0, 0.5, 1]"), "", Code::invalid_argument, "data[1]: is not a bool"},
+      {"inline i64 beyond 2^53", inline_w("i64", "[1, 9007199254740994, 3]"), "", Code::invalid_argument,
+       "constants[0].data[1]: is not an i64, but value 1 (w) is i64"},
       {"attribute an object", node(R"({"op": "add", "inputs": [0, 1], "outputs": [2], "attrs": {"k": {"a": 1}}})"), w,
        Code::invalid_argument,
        "nodes[0].attrs.k: must be an integer, a float, a boolean, a string, or a list of numbers"},

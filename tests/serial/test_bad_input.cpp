@@ -336,8 +336,32 @@ TEST_CASE("tensors must hold exactly dtype x shape bytes") {
   check_error(read_status<Everything>(tensor(0, {-1}, 0)), Code::data_loss, "tensor: invalid tensor shape [-1]");
   check_error(read_status<Everything>(tensor(0, {1LL << 62, 1LL << 62}, 0)), Code::data_loss,
               "tensor: invalid tensor shape");
-  check_error(read_status<Everything>(tensor(2, {1}, 4)), Code::data_loss,
-              "tensor.dtype: enum value 2 is out of range");
+  check_error(read_status<Everything>(tensor(6, {1}, 4)), Code::data_loss,
+              "tensor.dtype: enum value 6 is out of range");
+  // The 2-, 8- and 1-byte dtypes (f16 2, bf16 3, i64 4, bool 5).
+  check_error(read_status<Everything>(tensor(2, {3}, 7)), Code::data_loss,
+              "tensor: a f16 [3] tensor needs 6 bytes, its data has 7");
+  check_error(read_status<Everything>(tensor(3, {3}, 12)), Code::data_loss,
+              "tensor: a bf16 [3] tensor needs 6 bytes, its data has 12");
+  check_error(read_status<Everything>(tensor(4, {3}, 12)), Code::data_loss,
+              "tensor: a i64 [3] tensor needs 24 bytes, its data has 12");
+  check_error(read_status<Everything>(tensor(5, {3}, 4)), Code::data_loss,
+              "tensor: a bool [3] tensor needs 3 bytes, its data has 4");
+  const auto bools = [](std::string bytes) {
+    return document("Everything", [=](Packer& pk, auto&) {
+      pk.pack_map(1).pack("tensor").pack_map(3).pack("dtype").pack(5).pack("shape").pack(
+          std::vector<std::int64_t>{static_cast<std::int64_t>(bytes.size())});
+      pk.pack("data").pack_map(3).pack("id").pack(0).pack("type").pack("Storage").pack("fields");
+      pk.pack_bin(static_cast<std::uint32_t>(bytes.size()));
+      pk.pack_bin_body(bytes.data(), static_cast<std::uint32_t>(bytes.size()));
+    });
+  };
+  auto mask = deserialize<Everything>(bools(std::string("\x01\x00\x01", 3)));
+  REQUIRE(mask.ok());
+  CHECK(mask->tensor.to_vector<bool>() == std::vector<bool>{true, false, true});
+  check_error(read_status<Everything>(bools(std::string("\x01\x00\x02", 3))), Code::data_loss,
+              "tensor: a bool tensor's byte 2 is 2, not 0 or 1");
+  check_error(read_status<Everything>(bools(std::string("\xff", 1))), Code::data_loss, "byte 0 is 255");
   check_error(
       read_status<Everything>(document(
           "Everything", [](Packer& pk, auto&) { pk.pack_map(1).pack("tensor").pack_map(1).pack("dtype").pack(0); })),

@@ -109,6 +109,7 @@ TEST_CASE("regenerate the committed old-schema files" * doctest::skip()) {
   REQUIRE(serialize_to_file(chain_graph(4), corpus / "chain_graph.msgpack").ok());
   REQUIRE(serialize_to_file(old_graph(), corpus / "old_graph.msgpack").ok());
   REQUIRE(serialize_to_file(Graph(GraphDef{}), corpus / "empty_graph.msgpack").ok());
+  REQUIRE(serialize_to_file(every_dtype_graph(), corpus / "dtypes_graph.msgpack").ok());
 }
 
 TEST_CASE("a file from an older schema reads with the newer type; added fields take their defaults") {

@@ -1,7 +1,9 @@
 // Test types for the serialization tests: plain, shared, polymorphic, and two schema versions.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -240,6 +242,39 @@ inline rml::GraphDef chain_graph(int n) {
     g.nodes.push_back(std::move(node));
   }
   g.outputs = {h};
+  return g;
+}
+
+inline rml::Tensor bool_tensor(const std::vector<int>& v) {
+  rml::Tensor t = rml::Tensor::zeros(rml::DType::boolean, {static_cast<std::int64_t>(v.size())});
+  for (std::size_t i = 0; i < v.size(); ++i) t.mutable_data<bool>()[i] = v[i] != 0;
+  return t;
+}
+
+// A graph with a constant of every dtype, 16-bit floats with signed zeros, NaN payloads,
+// subnormals and infinities; integers at their extremes.
+inline rml::GraphDef every_dtype_graph() {
+  using namespace rml;
+  GraphDef g;
+  g.name = "dtypes";
+  const Tensor data[] = {
+      Tensor::from_vector<f16>(
+          {f16(0.1F), f16::from_bits(0x8000), f16::from_bits(0x7e01), f16::from_bits(0x0001), f16::from_bits(0xfc00)},
+          {5}),
+      Tensor::from_vector<bf16>({bf16(-2.5F), bf16::from_bits(0xffc3), bf16::from_bits(0x0001)}, {3}),
+      Tensor::from_vector<std::int64_t>({std::numeric_limits<std::int64_t>::min(), -1, (std::int64_t{1} << 53) + 1,
+                                         std::numeric_limits<std::int64_t>::max()},
+                                        {2, 2}),
+      bool_tensor({1, 0, 0, 1}),
+      Tensor::from_vector<float>({-0.0F, NAN}, {2}),
+      Tensor::from_vector<std::int32_t>({-7}, {1}),
+  };
+  for (const Tensor& t : data) {
+    const auto id = static_cast<ValueId>(g.values.size());
+    g.values.push_back({std::string(dtype_name(t.dtype())), t.type()});
+    g.constants.push_back({id, "", t, id % 2 == 0});
+    g.outputs.push_back(id);
+  }
   return g;
 }
 

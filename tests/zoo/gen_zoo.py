@@ -8,6 +8,8 @@ For model `<m>` at batch `<b>` it writes, into --out:
                                           (int64 token ids as I32) and PyTorch's outputs (F32)
   <m>_b<b>.onnx                           only with --keep-onnx (the benchmark's ONNX Runtime peer reads it)
 With --check, both exported graphs are also run by the NumPy reference interpreter and compared with PyTorch.
+Both routes export with narrow=True (the seed format's f32/i32 rules): the zoo is the set of models every rml
+reader and the benchmarks' peers take, and its committed files stay byte-identical.
 
 With --real it writes the benchmark's real-size models (models.REAL, each at its own batch) instead: the
 expected file, the PyTorch-route export and the .onnx, each step on its own. A step that fails leaves
@@ -75,12 +77,12 @@ def generate(name: str, batch: int, out: str, keep_onnx: bool, check: bool) -> N
     stem = os.path.join(out, f"{name}_b{batch}")
     tensors, outputs = _write_expected(name, batch, stem, model, inputs)
 
-    from_torch(model, inputs, stem)
+    from_torch(model, inputs, stem, narrow=True)
 
     onnx_path = f"{stem}.onnx"
     _export_onnx(model, inputs, outputs, onnx_path)
     try:
-        from_onnx(onnx_path, f"{stem}_onnx")
+        from_onnx(onnx_path, f"{stem}_onnx", narrow=True)
     finally:
         if not keep_onnx:
             os.remove(onnx_path)
@@ -147,7 +149,7 @@ def generate_real(name: str, batch: int, out: str) -> None:
             os.remove(stem + suffix)
     _, outputs = _write_expected(name, batch, stem, model, inputs)
     try:
-        from_torch(model, inputs, stem)
+        from_torch(model, inputs, stem, narrow=True)
     except Exception as e:  # noqa: BLE001 -- any refusal becomes the benchmark row's reason
         _write_error(f"{stem}.rml_error", e)
     try:

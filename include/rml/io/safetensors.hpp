@@ -14,7 +14,11 @@
 // every `data_offsets` pair is ordered, inside the data section and exactly dtype size x element
 // count long, and no two tensors overlap. Gaps between tensors are allowed; rml's writer leaves
 // none (so other safetensors readers accept its files) and every tensor it writes is aligned to
-// its element size, because the header is padded to 8 bytes and every element is 4 bytes.
+// its element size: the header is padded to 8 bytes and tensors are laid out by element size,
+// largest first (I64, then F32/I32, then F16/BF16, then BOOL), otherwise in the order given.
+//
+// Element bytes: F32 IEEE binary32, F16 IEEE binary16, BF16 the top 16 bits of a binary32, I32 and
+// I64 two's complement, all little-endian; BOOL one byte, 0 or 1 (get() refuses any other byte).
 #pragma once
 
 #include <cstdint>
@@ -115,7 +119,7 @@ class SafetensorsReader {
 
   /// The tensor `name`: a view sharing the mapping, or a copy when its bytes are misaligned for
   /// its element type. NOT_FOUND when absent; INVALID_ARGUMENT when stored in a dtype rml does
-  /// not compute with (`F16`, `BF16`, `I64`, ...), naming it.
+  /// not read (`F64`, `U8`, ...), naming it, or when a BOOL byte is neither 0 nor 1.
   [[nodiscard]] Result<Tensor> get(std::string_view name) const;
 
  private:
@@ -135,8 +139,9 @@ class SafetensorsReader {
   std::map<std::string, std::string, std::less<>> metadata_;
 };
 
-/// The bytes of a safetensors file holding `tensors` in order, with no gaps; the header is
-/// padded with spaces to a multiple of 8. INVALID_ARGUMENT for a duplicate or empty name or a
+/// The bytes of a safetensors file holding `tensors` with no gaps, by element size (largest
+/// first, so each is aligned) and otherwise in order; the header is padded with spaces to a
+/// multiple of 8. INVALID_ARGUMENT for a duplicate or empty name or a
 /// tensor without data.
 RML_SPLIT_API Result<std::string> encode_safetensors(
     const std::vector<std::pair<std::string, Tensor>>& tensors,

@@ -41,7 +41,7 @@
 // anything is allocated; nesting deeper than serial_max_depth (256) is refused (and never written);
 // what the document builds in memory is charged against a budget proportional to its size
 // (serial_memory_per_byte); a `ref` must name an object defined earlier; ids must come in sequence;
-// a tensor's bytes must equal dtype x shape.
+// a tensor's bytes must equal dtype x shape, and a bool tensor's bytes be 0 or 1.
 #pragma once
 
 #include <bit>
@@ -847,6 +847,13 @@ class SerialReader {
       return fail_at(start, Code::data_loss,
                      "a " + type.to_string() + " tensor needs " + std::to_string(*nbytes) + " bytes, its data has " +
                          std::to_string(size));
+    if (type.dtype == DType::boolean) {  // a byte other than 0 or 1 is not a bool: reading it is UB
+      const auto* b = reinterpret_cast<const unsigned char*>(storage->data());
+      for (std::size_t i = 0; i < size; ++i)
+        if (b[i] > 1)
+          return fail_at(start, Code::data_loss,
+                         "a bool tensor's byte " + std::to_string(i) + " is " + std::to_string(b[i]) + ", not 0 or 1");
+    }
     auto view = Tensor::try_view(std::move(type), std::move(storage), 0);
     if (!view.ok()) return fail_at(start, Code::data_loss, view.error().message());
     out = std::move(*view);

@@ -211,7 +211,23 @@ RML_SPLIT_API Status SafetensorsReader::validate() {
 
 namespace detail {
 
-// The 8-byte length and the padded JSON header for `tensors` laid out in order with no gaps.
+// The order the writer lays tensors out in: by element size, largest first, otherwise as given.
+// The data section starts at a multiple of 8, so every tensor then starts at a multiple of its
+// element size and the reader can hand out views. A file of f32 and i32 tensors (all 4 bytes)
+// keeps the caller's order, byte for byte what rml wrote before the 1-, 2- and 8-byte dtypes.
+inline std::vector<const std::pair<std::string, Tensor>*> safetensors_order(
+    const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  std::vector<const std::pair<std::string, Tensor>*> order;
+  order.reserve(tensors.size());
+  for (const auto& t : tensors) order.push_back(&t);
+  std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    return element_size(a->second.dtype()) > element_size(b->second.dtype());
+  });
+  return order;
+}
+
+// The 8-byte length and the padded JSON header for `tensors` laid out in safetensors_order with no
+// gaps.
 inline Result<std::string> safetensors_header(const std::vector<std::pair<std::string, Tensor>>& tensors,
                                               const std::map<std::string, std::string, std::less<>>& metadata) {
   std::string header = "{";
@@ -231,7 +247,8 @@ inline Result<std::string> safetensors_header(const std::vector<std::pair<std::s
     header += '}';
     first = false;
   }
-  for (const auto& [name, tensor] : tensors) {
+  for (const auto* entry : safetensors_order(tensors)) {
+    const auto& [name, tensor] = *entry;
     if (name.empty() || name == "__metadata__")
       return invalid_argument("safetensors: invalid tensor name '" + name + "'");
     if (!seen.emplace(name, 0).second) return invalid_argument("safetensors: tensor name '" + name + "' is used twice");
@@ -263,8 +280,8 @@ RML_SPLIT_API Result<std::string> encode_safetensors(const std::vector<std::pair
                                                      const std::map<std::string, std::string, std::less<>>& metadata) {
   auto out = detail::safetensors_header(tensors, metadata);
   if (!out.ok()) return out;
-  for (const auto& [name, tensor] : tensors)
-    out->append(reinterpret_cast<const char*>(tensor.raw_data()), tensor.nbytes());
+  for (const auto* entry : detail::safetensors_order(tensors))
+    out->append(reinterpret_cast<const char*>(entry->second.raw_data()), entry->second.nbytes());
   return out;
 }
 
@@ -276,7 +293,7 @@ inline Status write_safetensors_to(FileSink& sink, const std::string& header,
                                    const std::vector<std::pair<std::string, Tensor>>& tensors) {
   for (const auto& [name, tensor] : tensors) RML_RETURN_IF_ERROR(tensor.storage()->verify());
   sink.write(header);
-  for (const auto& [name, tensor] : tensors) sink.write(tensor.raw_data(), tensor.nbytes());
+  for (const auto* entry : safetensors_order(tensors)) sink.write(entry->second.raw_data(), entry->second.nbytes());
   return {};
 }
 
