@@ -195,3 +195,42 @@ TEST_CASE("run_into refuses outputs that alias an input, another output or a con
   std::vector<Tensor> over_constant = {c.reshape({3, 2})};
   CHECK(exec3->run_into({}, over_constant).code() == Code::invalid_argument);
 }
+
+TEST_CASE("bool bytes other than 0 or 1 are refused in run inputs and in constants") {
+  // x: bool [3] -> logical_not -> y; and the same with x a constant built in code.
+  const TensorType b3{DType::boolean, {3}};
+  GraphDef g;
+  g.values = {{"x", b3}, {"y", b3}};
+  g.inputs = {0};
+  g.outputs = {1};
+  g.nodes.push_back(node("logical_not", {0}, {1}));
+  auto exec = rml::Executor::create(g);
+  REQUIRE_MESSAGE(exec.ok(), exec.error().to_string());
+
+  Tensor good = Tensor::zeros(b3), bad = Tensor::zeros(b3);
+  good.mutable_raw_data()[1] = std::byte{1};
+  auto out = exec->run({good});
+  REQUIRE_MESSAGE(out.ok(), out.error().to_string());
+  const auto y = (*out)[0].span<bool>();
+  CHECK((y[0] && !y[1] && y[2]));  // not [0, 1, 0]
+
+  bad.mutable_raw_data()[2] = std::byte{2};
+  const auto refused = exec->run({bad});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code() == Code::invalid_argument);
+  CHECK(refused.error().message() == R"(run: input 0 ("x") is bool but its byte 2 is 2, not 0 or 1)");
+
+  GraphDef k;
+  k.values = {{"c", b3}, {"y", b3}};
+  k.outputs = {1};
+  rml::ConstantDef c;
+  c.value = 0;
+  c.data = bad;
+  c.inline_data = true;
+  k.constants.push_back(c);
+  k.nodes.push_back(node("logical_not", {0}, {1}));
+  const auto made = rml::Executor::create(k);
+  REQUIRE_FALSE(made.ok());
+  CHECK(made.error().code() == Code::invalid_argument);
+  CHECK(made.error().message().find("is bool but its byte 2 is 2, not 0 or 1") != std::string::npos);
+}

@@ -101,8 +101,12 @@ class Executor {
  private:
   static Result<Executor> create_unguarded(const GraphDef& graph, const ExecutorOptions& options) {
     const std::size_t budget = detail::memory_budget(options.memory);
-    for (const ConstantDef& c : graph.constants)  // mapped weights whose file shrank: DATA_LOSS, not SIGBUS
-      if (c.data.defined()) RML_RETURN_IF_ERROR(c.data.storage()->verify());
+    for (const ConstantDef& c : graph.constants) {  // mapped weights whose file shrank: DATA_LOSS, not SIGBUS
+      if (!c.data.defined()) continue;
+      RML_RETURN_IF_ERROR(c.data.storage()->verify());
+      RML_RETURN_IF_ERROR(
+          detail::check_bool_bytes(c.data, [&] { return "constant of value " + std::to_string(c.value); }));
+    }
     RML_ASSIGN_OR_RETURN(auto pool, detail::executor_pool(graph, options));
     const int threads = pool ? pool->threads() : 1;
     RML_ASSIGN_OR_RETURN(auto program, detail::build_program(graph, threads, budget, options.winograd,
@@ -178,6 +182,8 @@ class Executor {
         return invalid_argument("run: " + detail::io_label("input", k, p.input_names[k]) + " must be " +
                                 want.to_string() + ", got " +
                                 (inputs[k].defined() ? inputs[k].type().to_string() : std::string("no data")));
+      RML_RETURN_IF_ERROR(detail::check_bool_bytes(
+          inputs[k], [&] { return "run: " + detail::io_label("input", k, p.input_names[k]); }));
     }
     return {};
   }

@@ -95,6 +95,19 @@ inline Status check_run_budget(std::size_t arena_bytes, std::span<const TensorTy
 }
 
 /// `input 0 ("x")`: how the executor's messages name an input or output.
+/// A bool tensor whose bytes are all 0 or 1 (kernels read them as `bool`); `what()` names it and is
+/// called only on failure, so a good tensor costs no allocation.
+template <typename What>
+Status check_bool_bytes(const Tensor& t, What&& what) {
+  if (t.dtype() != DType::boolean) return {};
+  const auto bytes = t.bytes();
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    if (std::to_integer<unsigned>(bytes[i]) > 1)
+      return invalid_argument(what() + " is bool but its byte " + std::to_string(i) + " is " +
+                              std::to_string(std::to_integer<unsigned>(bytes[i])) + ", not 0 or 1");
+  return {};
+}
+
 inline std::string io_label(std::string_view kind, std::size_t index, const std::string& name) {
   return std::string(kind) + " " + std::to_string(index) + (name.empty() ? "" : " (\"" + name + "\")");
 }
