@@ -102,7 +102,7 @@ inline bool json_exact(const Tensor& t) {
     using T = dtype_type_t<decltype(d)::value>;
     for (const T v : t.span<T>()) {
       if constexpr (std::is_same_v<T, std::int64_t>) {
-        if (v > (std::int64_t{1} << 53) || v < -(std::int64_t{1} << 53)) return false;
+        if (v > kJsonExactInteger || v < -kJsonExactInteger) return false;
       } else if constexpr (!std::is_integral_v<T>) {
         if (!std::isfinite(static_cast<float>(v))) return false;
       }

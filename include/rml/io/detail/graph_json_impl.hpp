@@ -706,7 +706,7 @@ class GraphJsonParser {
           // Integers must be exact: i64 beyond ±2^53 cannot be a JSON number read as a double.
           const auto [lo, hi] = type.dtype == DType::i32       ? std::pair{-2147483648.0, 2147483647.0}
                                 : type.dtype == DType::boolean ? std::pair{0.0, 1.0}
-                                                               : std::pair{-9007199254740992.0, 9007199254740992.0};
+                                                               : std::pair{-static_cast<double>(kJsonExactInteger), static_cast<double>(kJsonExactInteger)};
           for (std::size_t k = 0; k < raw.data.size(); ++k) {
             const double d = raw.data[k];
             if (!(d == std::floor(d) && d >= lo && d <= hi))

@@ -44,6 +44,10 @@ inline void json_append_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+/// The largest magnitude an i64 may have to be written as a JSON number: readers hold JSON numbers
+/// as doubles, which are exact for integers up to 2^53. Larger i64 constants go to the weights file.
+inline constexpr std::int64_t kJsonExactInteger = std::int64_t{1} << 53;
+
 /// Any integer, in decimal.
 template <typename Int>
 void json_append_integer(std::string& out, Int v) {
