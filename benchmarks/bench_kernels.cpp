@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,8 +41,17 @@ rml::Graph one_node(const std::string& op, rml::Shape x, rml::Shape w, rml::Shap
   return rml::Graph(std::move(g));
 }
 
+/// RML_WINOGRAD=off|f2|f4 picks the 3x3 convolution path (ExecutorOptions::winograd; default f2).
+rml::Winograd winograd_from_env() {
+  const char* v = std::getenv("RML_WINOGRAD");
+  const std::string s = v ? v : "f2";
+  return s == "off" ? rml::Winograd::off : s == "f4" ? rml::Winograd::f4 : rml::Winograd::f2;
+}
+
 void run_graph(benchmark::State& state, const rml::Graph& graph, rml::Shape x_shape, int threads) {
-  auto exec = rml::Executor::create(graph, {threads}).value();
+  rml::ExecutorOptions options{threads};
+  options.winograd = winograd_from_env();
+  auto exec = rml::Executor::create(graph, options).value();
   std::vector<rml::Tensor> in{random_tensor(std::move(x_shape))};
   std::vector<rml::Tensor> out{rml::Tensor::zeros(exec.output_type(0))};
   for (auto _ : state) {

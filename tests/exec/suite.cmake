@@ -8,3 +8,24 @@ if(TARGET rml_tests_exec)
   add_test(NAME exec_thread_pool COMMAND rml_tests_exec --no-version=true "--test-case=thread pool*")
   set_tests_properties(exec_concurrency exec_ops_threads exec_thread_pool PROPERTIES LABELS "tsan-ok;exec")
 endif()
+
+# The kernels again, compiled for this machine's own vector ISA (-march=native): the dev build's
+# baseline x86-64 flags give SSE's 4-float packets, so rml's GEMM tiles (kernels/sgemm.hpp) and the
+# other SIMD paths are checked here at the widths the build machine has (AVX2's 8 or AVX-512's 16):
+# the GEMM's own cases and every op's NumPy cases. Every rml translation unit of this executable,
+# the implementation one included, is compiled with the same flags (one definition of each kernel).
+include(CheckCXXCompilerFlag)
+check_cxx_compiler_flag(-march=native rml_has_march_native)
+if(TARGET rml_tests_exec AND rml_has_march_native AND NOT CMAKE_CROSSCOMPILING)
+  add_executable(rml_tests_exec_native "${CMAKE_CURRENT_SOURCE_DIR}/exec/test_sgemm.cpp"
+                                       "${CMAKE_CURRENT_SOURCE_DIR}/exec/test_ops.cpp"
+                                       "${CMAKE_CURRENT_SOURCE_DIR}/support/implementation.cpp"
+                                       $<TARGET_OBJECTS:rml_doctest_main>)
+  target_link_libraries(rml_tests_exec_native PRIVATE rml::rml_split doctest::doctest rml_warnings)
+  target_include_directories(rml_tests_exec_native PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
+  target_compile_options(rml_tests_exec_native PRIVATE -march=native)
+  target_compile_definitions(rml_tests_exec_native PRIVATE RML_TEST_DATA_DIR="${RML_TEST_DATA_DIR}"
+                                                           RML_TEST_BUILD_DIR="${RML_TEST_BUILD_DIR}")
+  add_test(NAME exec_native COMMAND rml_tests_exec_native --no-version=true)
+  set_tests_properties(exec_native PROPERTIES LABELS "unit;exec")
+endif()

@@ -1,4 +1,4 @@
-// conv2d (im2col + GEMM; 1x1 convs straight to GEMM; Winograd for 3x3 stride 1; a direct depthwise path)
+// conv2d (im2col + rml's GEMM; 1x1 convs straight to it; Winograd for 3x3 stride 1; a direct depthwise path)
 // and max/avg pooling.
 #pragma once
 
@@ -11,12 +11,15 @@
 
 #include "rml/exec/kernels/common.hpp"
 #include "rml/exec/kernels/matmul.hpp"
+#include "rml/exec/kernels/sgemm.hpp"
 #include "rml/exec/kernels/winograd.hpp"
 
 namespace rml::detail {
 
 /// floor(a / b) and ceil(a / b) for b > 0 and any sign of a.
-constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) noexcept { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) noexcept {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) noexcept { return -floor_div(-a, b); }
 
 /// The outputs o in [0, count) whose input position `o * stride + shift` lies in [0, size).
@@ -56,12 +59,13 @@ inline std::size_t conv_scratch_bytes(const Conv2dPlan& p, int threads) noexcept
 }
 
 /// Rows [r0, r1) and columns [p0, p1) of the im2col matrix of one group's input `x`, into `col`
-/// (row stride p1 - p0): col[r - r0][p - p0] = x[ci][iy][ix] for row r = (ci * kh + ky) * kw + kx
-/// at output position p, and 0 in the padding.
+/// (row stride `ld`, by default p1 - p0): col[r - r0][p - p0] = x[ci][iy][ix] for row
+/// r = (ci * kh + ky) * kw + kx at output position p, and 0 in the padding.
 inline void im2col(const Conv2dPlan& p, const float* x, float* col, std::int64_t r0, std::int64_t r1, std::int64_t p0,
-                   std::int64_t p1) {
+                   std::int64_t p1, std::int64_t ld = 0) {
   // Rows of small planes are a few floats long: plain loops, not memset/memcpy calls, per segment.
   const std::int64_t len = p1 - p0;
+  if (ld == 0) ld = len;
   for (std::int64_t r = r0; r < r1; ++r) {
     const std::int64_t kx = r % p.kw, ky = (r / p.kw) % p.kh, ci = r / (p.kw * p.kh);
     const std::int64_t shift_x = kx * p.dilation_w - p.pad_left;
@@ -70,7 +74,7 @@ inline void im2col(const Conv2dPlan& p, const float* x, float* col, std::int64_t
       // The part of output row oy inside [p0, p1), as ox in [a, b); d[ox - a] is output column ox.
       const std::int64_t base = oy * p.ow;
       const std::int64_t a = std::max(p0 - base, std::int64_t{0}), b = std::min(p1 - base, p.ow);
-      float* d = col + (r - r0) * len + (base + a - p0);
+      float* d = col + (r - r0) * ld + (base + a - p0);
       const std::int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
       if (iy < 0 || iy >= p.h) {
         for (std::int64_t ox = a; ox < b; ++ox) d[ox - a] = 0.0f;
@@ -128,8 +132,8 @@ class TapColumns {
 /// One channel plane of a depthwise convolution, computed directly: row by row, so each output row
 /// stays in L1 while every tap adds its input row to it (contiguous, vectorised, for stride 1). A
 /// stride-2 row is first split into its even and odd columns so its taps are contiguous as well.
-inline void depthwise_plane(const Conv2dPlan& p, const TapColumns& cols, const float* x, const float* w,
-                            float bias, float* y) {
+inline void depthwise_plane(const Conv2dPlan& p, const TapColumns& cols, const float* x, const float* w, float bias,
+                            float* y) {
   float split[kMaxSplitRow];
   const bool split_rows = p.stride_w == 2 && p.w <= kMaxSplitRow;
   for (std::int64_t oy = 0; oy < p.oh; ++oy) {
@@ -311,83 +315,75 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
 }
 
 // Pre-packed convolution for constant weights (every conv2d but depthwise ones). Per group and
-// image, row-major Y[og, plane] = W[og, kdim] X[kdim, plane] is Eigen's column-major
-// Y^T[plane, og] = X^T[plane, kdim] W^T[kdim, og]: the weights are GEBP's right-hand side, packed
-// once at Executor::create, and the input is the left-hand side, packed one cache-sized tile of
-// output positions at a time. A 1x1 convolution packs straight from the input. A stride-1
-// convolution packs straight from a zero-padded copy of the input too (no im2col): over the padded
-// width, column k of X^T is the padded input shifted by a constant offset, so the GEMM runs over
-// `oh * padded width` positions and the few that fall in the padding are dropped when the tile is
-// copied out. Other convolutions im2col each tile into L2 first.
+// image, row-major Y[og, plane] = W[og, kdim] X[kdim, plane] through rml's GEMM (kernels/sgemm.hpp):
+// the weights are its packed operand, packed once at Executor::create, and X is read in place one
+// tile of output positions at a time. A 1x1 convolution reads the input itself. A stride-1
+// convolution reads a zero-padded copy of the input (no im2col): over the padded width, row k of X
+// is the padded input shifted by a constant offset, so the GEMM runs over `oh * padded width`
+// positions into a tile and the few that fall in the padding are dropped when the tile is copied
+// out. Other convolutions im2col each tile into L2 first.
 
-/// Constant conv2d weights as GEBP right-hand panels: per group, `kc`-deep blocks of W_g^T; and
-/// how a run splits its work (tiles of `mc` output positions; by columns when there are too few).
+/// Constant conv2d weights packed for sgemm, and how a run splits its work: tiles of `cols` output
+/// positions, or, when the positions are too few for every thread to get a tile, blocks of output
+/// channels over one shared im2col matrix. On planes smaller than two GEMM panels (deep layers)
+/// the product is turned around, Y^T[plane, og] = X^T W^T, so the channels fill whole panels: the
+/// weights are then kept as W_g^T, row-major [kdim, og], and the parts split the channels.
 struct PackedConvWeights {
   std::int64_t kdim = 0, og = 0;
-  std::int64_t kc = 0, mc = 0;
-  std::int64_t parts = 1;          ///< threads the run splits over
-  bool split_columns = false;      ///< each part takes a range of output channels, not of positions
-  std::vector<float, Eigen::aligned_allocator<float>> panels;
-  /// Set when the output channels are GEBP's rows instead (small planes): per group, W_g^T packed
-  /// as a matmul's constant right-hand side, for Y_g^T[plane, og] = im2col(x_g)^T W_g^T.
-  std::vector<std::shared_ptr<const PackedWeights>> by_channel;
-  /// Stride-1 convolutions packed from the padded input: its height and width, and per row k of
-  /// X (ci, ky, kx) the offset of its first element in the padded input.
+  std::int64_t cols = 0;    ///< output positions per tile, a multiple of sgemm::kNr
+  std::int64_t parts = 1;   ///< threads the run splits over
+  bool split_rows = false;  ///< each part takes a range of output channels, not of tiles
+  bool pointwise = false;   ///< a 1x1 convolution: X is the input itself
+  bool transposed = false;  ///< the channels are the GEMM's columns (small planes)
+  /// Per group: W_g packed by sgemm::pack_a, or W_g^T when transposed.
+  std::vector<float, Eigen::aligned_allocator<float>> a;
+  /// Stride-1 convolutions read from the padded input: its height and width, and per row k of X
+  /// (ci, ky, kx) the offset of its first element in the padded input.
   bool implicit = false;
   std::int64_t hp = 0, wp = 0;
   std::vector<std::int64_t> k_offset;
-  /// GEBP rows per image and group: the output positions, or `oh * wp` when implicit.
+  /// GEMM columns per image and group: the output positions, or `oh * wp` when implicit.
   std::int64_t positions = 0;
   /// Set when the convolution runs through Winograd instead (kernels/winograd.hpp).
   std::shared_ptr<const WinogradWeights> winograd;
 
-  /// The packed block of group g at depth k2 (`min(kc, kdim - k2)` deep, og columns).
-  [[nodiscard]] const float* block(std::int64_t g, std::int64_t k2) const noexcept {
-    return panels.data() + g * kdim * og + k2 * og;
+  [[nodiscard]] std::int64_t group_floats() const noexcept {
+    return transposed ? kdim * og : sgemm::packed_floats(og, kdim);
   }
-  /// Floats of scratch per part: a tile (im2col, or when implicit the result tile) and the packed
-  /// tile, each rounded to 64 bytes.
+  [[nodiscard]] const float* group(std::int64_t g) const noexcept { return a.data() + g * group_floats(); }
+  /// Transposed runs: floats of X^T packed and of Y^T [positions, og].
+  [[nodiscard]] std::int64_t packed_x_floats() const noexcept {
+    return transposed ? round16(sgemm::packed_floats(positions, kdim)) : 0;
+  }
+  [[nodiscard]] std::int64_t yt_floats() const noexcept { return transposed ? round16(positions * og) : 0; }
+  /// Floats of the X tile a part fills: im2col [kdim, cols]; the result tile [og, cols] when
+  /// implicit; nothing for 1x1 convolutions, which read the input.
   [[nodiscard]] std::int64_t tile_floats() const noexcept {
-    return (std::max(kc * mc, implicit ? mc * og : 0) + 15) / 16 * 16;
+    if (implicit) return round16(og * cols);
+    return pointwise ? 0 : round16(kdim * cols);
   }
-  [[nodiscard]] std::int64_t part_floats() const noexcept { return tile_floats() + (kc * mc + 15) / 16 * 16; }
-  /// Floats of the padded input (implicit runs; with slack for the last positions' reads).
-  /// The furthest read is the last row's offset plus the last position.
+  /// Floats per part: its tile and sgemm's panel for a partial last panel.
+  [[nodiscard]] std::int64_t part_floats() const noexcept { return tile_floats() + sgemm::kPanelFloats; }
+  /// Floats of the padded input (implicit runs), with slack for the last positions' whole panels:
+  /// the furthest read is the last row's offset plus the positions rounded up to a panel.
   [[nodiscard]] std::int64_t padded_floats() const noexcept {
-    return implicit ? (k_offset.back() + positions + 15) / 16 * 16 : 0;
+    if (!implicit) return 0;
+    return round16(k_offset.back() + (positions + sgemm::kNr - 1) / sgemm::kNr * sgemm::kNr);
+  }
+  /// Floats of the shared im2col matrix of a run split by rows (1x1 convolutions read the input).
+  [[nodiscard]] std::int64_t shared_floats() const noexcept {
+    return (split_rows || transposed) && !pointwise ? round16(kdim * positions) : 0;
   }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
     if (winograd) return winograd->scratch_bytes();
-    if (!by_channel.empty()) return by_channel[0]->scratch_bytes() + channel_major_floats() * sizeof(float);
-    return static_cast<std::size_t>(padded_floats() + parts * part_floats()) * sizeof(float);
+    const std::int64_t per_part = split_rows || transposed ? sgemm::kPanelFloats : part_floats();
+    const std::int64_t floats = padded_floats() + shared_floats() + packed_x_floats() + yt_floats() + parts * per_part;
+    return static_cast<std::size_t>(floats) * sizeof(float);
   }
-  /// Channel-major runs: floats of the im2col matrix [kdim, plane] and of Y^T [plane, og], each
-  /// rounded to 64 bytes (GEBP's packed activations come first in the scratch).
-  [[nodiscard]] std::int64_t im2col_floats() const noexcept { return (kdim * by_channel[0]->m + 15) / 16 * 16; }
-  [[nodiscard]] std::size_t channel_major_floats() const noexcept {
-    return static_cast<std::size_t>(im2col_floats() + (by_channel[0]->m * og + 15) / 16 * 16);
-  }
-};
 
-/// Cycles per depth step of Eigen's GEBP for `rows` rows and four columns, by its row paths: three,
-/// two and one packets, half and quarter packets, then single rows. A rough model (loads and FMAs
-/// per step) that is only used to compare the two ways of orienting a convolution.
-inline double gebp_row_cost(std::int64_t rows) noexcept {
-  const std::int64_t packet = gebp::Traits::LhsProgress;
-  double cost = static_cast<double>(rows / (3 * packet)) * 6.0;
-  rows %= 3 * packet;
-  for (std::int64_t step : {2 * packet, packet, packet / 2, packet / 4, std::int64_t{1}}) {
-    if (step == 0) continue;
-    cost += static_cast<double>(rows / step) * (step == 2 * packet ? 4.0 : 2.5);
-    rows %= step;
-  }
-  return cost;
-}
-/// The same for a GEBP of `rows` x `cols`: whole panels of four columns, then single columns.
-inline double gebp_cost(std::int64_t rows, std::int64_t cols) noexcept {
-  const std::int64_t nr = gebp::Traits::nr;
-  return gebp_row_cost(rows) * (static_cast<double>(cols / nr) + 0.5 * static_cast<double>(cols % nr));
-}
+ private:
+  static constexpr std::int64_t round16(std::int64_t n) noexcept { return (n + 15) / 16 * 16; }
+};
 
 /// Packs conv2d weights `w` ([o, cg, kh, kw]) for runs of plan `p` on `threads` threads; as
 /// Winograd weights when `winograd` allows it and it pays (winograd_weights_for).
@@ -396,23 +392,18 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   auto pw = std::make_shared<PackedConvWeights>();
   if ((pw->winograd = winograd_weights_for(p, w, threads, winograd))) return pw;
   const std::int64_t kdim = p.cg * p.kh * p.kw, plane = std::max<std::int64_t>(p.oh * p.ow, 1);
-  pw->kdim = kdim, pw->og = p.og;
-  // Output positions are GEBP's rows unless the plane is so small (deep layers) that its row tails
-  // would cost more than running with the channels as rows and transposing the result.
-  if (gebp_cost(p.og, plane) < 0.8 * gebp_cost(plane, p.og)) {
-    std::vector<float> wt(static_cast<std::size_t>(kdim * p.og));  // W_g^T, row-major [kdim, og]
-    for (std::int64_t g = 0; g < p.groups; ++g) {
-      const float* wg = w + g * p.og * kdim;
-      for (std::int64_t o = 0; o < p.og; ++o)
-        for (std::int64_t r = 0; r < kdim; ++r) wt[static_cast<std::size_t>(r * p.og + o)] = wg[o * kdim + r];
-      pw->by_channel.push_back(pack_weights(wt.data(), kdim, p.og, plane, threads));
-    }
-    return pw;
-  }
-  // Stride 1 packs from the padded input when the padded width wastes at most a quarter of the work.
+  pw->kdim = kdim, pw->og = p.og, pw->pointwise = conv_is_pointwise(p);
+  // A small convolution stays on one thread: a hand-off would cost more than its share. With too
+  // few positions for every thread to get a tile, the threads split the output channels instead.
+  const std::int64_t nr = sgemm::kNr;
+  const bool split = threads > 1 && plane * kdim * p.og * p.groups >= 2 * kGemmPartFlops;
+  pw->transposed = plane < 2 * nr && p.og >= nr;
+  pw->split_rows = !pw->transposed && split && (plane + nr - 1) / nr < 2 * threads && p.og >= 2 * sgemm::kMr;
+  // Stride 1 reads the padded input when the padded width wastes at most a quarter of the work.
   const std::int64_t hp = p.oh + (p.kh - 1) * p.dilation_h, wp = p.ow + (p.kw - 1) * p.dilation_w;
   pw->positions = plane;
-  if (p.stride_h == 1 && p.stride_w == 1 && !conv_is_pointwise(p) && 4 * wp <= 5 * p.ow) {
+  if (!pw->split_rows && !pw->transposed && p.stride_h == 1 && p.stride_w == 1 && !conv_is_pointwise(p) &&
+      4 * wp <= 5 * p.ow) {
     pw->implicit = true;
     pw->hp = hp, pw->wp = wp;
     pw->positions = p.oh * wp;
@@ -422,48 +413,35 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
       pw->k_offset[static_cast<std::size_t>(r)] = (ci * hp + ky * p.dilation_h) * wp + kx * p.dilation_w;
     }
   }
-  const std::int64_t positions = pw->positions;
-  gebp::Index kc = kdim, mc = positions, nc = p.og;
-  Eigen::internal::computeProductBlockingSizes<float, float, 1>(kc, mc, nc, gebp::Index{1});
-  // Enough position tiles for every thread to get one; with too few positions for that (deep
-  // layers on small planes), the threads split the output channels instead.
-  const std::int64_t mr = gebp::Traits::mr;
-  const std::int64_t per_thread = ((positions + threads - 1) / threads + mr - 1) / mr * mr;
-  // A small convolution stays on one thread: a hand-off would cost more than its share.
-  const bool split = threads > 1 && positions * kdim * p.og * p.groups >= 2 * kGemmPartFlops;
-  if (split && per_thread >= 4 * mr) {
-    mc = std::min<gebp::Index>(mc, per_thread);
-    pw->parts = std::min<std::int64_t>(threads, (positions + mc - 1) / mc);
-  } else if (split && p.og >= 2 * gebp::Traits::nr) {
-    pw->split_columns = true;
-    pw->parts = std::min<std::int64_t>(threads, p.og / gebp::Traits::nr);
+  // Tiles whose X block (depth-blocked by sgemm) stays in half of L2, a whole number of panels;
+  // at several threads, enough tiles for each to get one.
+  const std::int64_t panels = (pw->positions + nr - 1) / nr;
+  const auto l2 = static_cast<std::int64_t>(Eigen::l2CacheSize());
+  std::int64_t tile_panels = std::max<std::int64_t>(1, l2 / 2 / (std::min(kdim, sgemm::kDepth) * nr * 4));
+  tile_panels = std::min(tile_panels, panels);
+  if (pw->transposed) {
+    if (split) pw->parts = std::min<std::int64_t>(threads, (p.og + nr - 1) / nr);
+  } else if (pw->split_rows) {
+    pw->parts = std::min<std::int64_t>(threads, (p.og + sgemm::kMr - 1) / sgemm::kMr);
+  } else if (split) {
+    tile_panels = std::max<std::int64_t>(1, std::min(tile_panels, panels / threads));
+    pw->parts = std::min<std::int64_t>(threads, (panels + tile_panels - 1) / tile_panels);
   }
-  pw->kc = kc, pw->mc = std::min<std::int64_t>(mc, positions);
-  pw->panels.resize(static_cast<std::size_t>(p.groups * kdim * p.og));
-  gebp::PackRhs pack;
+  pw->cols = tile_panels * nr;
+  const std::int64_t per_group = pw->group_floats();
+  pw->a.resize(static_cast<std::size_t>(p.groups * per_group));
   for (std::int64_t g = 0; g < p.groups; ++g) {
-    const gebp::ConstMapper rhs(w + g * p.og * kdim, kdim);  // W_g^T, column-major [kdim, og]
-    for (std::int64_t k2 = 0; k2 < kdim; k2 += kc)
-      pack(const_cast<float*>(pw->block(g, k2)), rhs.getSubMapper(k2, 0), std::min<std::int64_t>(kc, kdim - k2), p.og);
+    const float* wg = w + g * p.og * kdim;
+    float* dst = pw->a.data() + g * per_group;
+    if (!pw->transposed) {
+      sgemm::pack_a(wg, kdim, p.og, kdim, dst);
+      continue;
+    }
+    for (std::int64_t o = 0; o < p.og; ++o)
+      for (std::int64_t r = 0; r < kdim; ++r) dst[r * p.og + o] = wg[o * kdim + r];
   }
   return pw;
 }
-
-/// X^T of a stride-1 convolution read straight from the zero-padded input: element (i, k) is
-/// padded[k_offset[k] + i], position i counted over the padded width. What GEBP's packing reads.
-struct PaddedInputMapper {
-  using LinearMapper = gebp::ConstMapper::LinearMapper;  // named by the packing routine, not used
-  const float* padded;
-  const std::int64_t* k_offset;
-  template <typename Packet>
-  [[nodiscard]] Packet loadPacket(gebp::Index i, gebp::Index k) const {
-    return Eigen::internal::ploadu<Packet>(padded + k_offset[k] + i);
-  }
-  [[nodiscard]] float operator()(gebp::Index i, gebp::Index k) const { return padded[k_offset[k] + i]; }
-};
-using PackPaddedLhs = Eigen::internal::gemm_pack_lhs<float, gebp::Index, PaddedInputMapper, gebp::Traits::mr,
-                                                     gebp::Traits::LhsProgress,
-                                                     typename gebp::Traits::LhsPacket4Packing, Eigen::ColMajor>;
 
 /// The zero-padded copy of one group's input for implicit runs: [cg, hp, wp], then zeros up to
 /// pw.padded_floats().
@@ -478,98 +456,109 @@ inline void pad_input(const Conv2dPlan& p, const PackedConvWeights& pw, const fl
     }
 }
 
-/// GEBP rows [i0, i0 + rows) (output positions, over the padded width when implicit) and output
-/// channels [j0, j1) of one group of one image: yg = epilogue(W_g xg) over that block. `tile`
-/// holds pw.tile_floats() and `packed` kc x mc floats.
-inline void packed_conv_block(const Conv2dPlan& p, const PackedConvWeights& pw, std::int64_t g, const float* xg,
-                              const float* padded, float* yg, std::int64_t i0, std::int64_t rows, std::int64_t j0,
-                              std::int64_t j1, float* tile, float* packed, const Epilogue& epi) {
-  const std::int64_t plane = p.oh * p.ow, kdim = pw.kdim, kc = pw.kc;
-  // Implicit runs accumulate into the tile (column-major [rows, j1 - j0]), others into the output.
-  const gebp::ResMapper res = pw.implicit ? gebp::ResMapper(tile, rows) : gebp::ResMapper(yg + j0 * plane + i0, plane);
-  if (pw.implicit) std::fill_n(tile, rows * (j1 - j0), 0.0f);
-  else for (std::int64_t j = j0; j < j1; ++j) std::fill_n(yg + j * plane + i0, rows, 0.0f);
-  gebp::Kernel kernel;
-  for (std::int64_t k2 = 0; k2 < kdim; k2 += kc) {
-    const std::int64_t depth = std::min(kc, kdim - k2);
-    if (pw.implicit) {
-      PackPaddedLhs()(packed, PaddedInputMapper{padded + i0, pw.k_offset.data() + k2}, depth, rows);
-    } else if (conv_is_pointwise(p)) {  // X^T is the input itself, column-major [plane, cg]
-      gebp::PackLhs()(packed, gebp::ConstMapper(xg, plane).getSubMapper(i0, k2), depth, rows);
-    } else {
-      im2col(p, xg, tile, k2, k2 + depth, i0, i0 + rows);
-      gebp::PackLhs()(packed, gebp::ConstMapper(tile, rows), depth, rows);
-    }
-    kernel(res, packed, pw.block(g, k2) + j0 * depth, rows, depth, j1 - j0, 1.0f);
-  }
-  std::int64_t first = i0, last = i0 + rows;  // the output positions the block holds
+/// GEMM columns [i0, i0 + n) (output positions, over the padded width when implicit) and output
+/// channels [r0, r1) of one group of one image: yg = epilogue(W_g xg) over that block. `tile` holds
+/// pw.tile_floats() and `panel` sgemm::kPanelFloats.
+inline void packed_conv_block(const Conv2dPlan& p, const PackedConvWeights& pw, const float* wg, const float* xg,
+                              const float* padded, float* yg, std::int64_t i0, std::int64_t n, std::int64_t r0,
+                              std::int64_t r1, float* tile, float* panel, const Epilogue& epi) {
+  const std::int64_t plane = p.oh * p.ow, kdim = pw.kdim;
+  std::int64_t first = i0, last = i0 + n;  // the output positions the block holds
   if (pw.implicit) {
-    // Keep the positions inside the output width; the rest read the padding's far side.
+    // Whole panels into the tile (the padded input has slack for them), then the positions inside
+    // the output width copied out; the rest read the padding's far side.
+    sgemm::multiply(wg, kdim, sgemm::OffsetRows{padded + i0, pw.k_offset.data()}, n, tile, pw.cols, r0, r1, true,
+                    panel);
     const auto valid = [&](std::int64_t q) { return q / pw.wp * p.ow + std::min(q % pw.wp, p.ow); };
-    first = valid(i0), last = valid(i0 + rows);
-    for (std::int64_t oy = i0 / pw.wp; oy * pw.wp < i0 + rows; ++oy) {
-      const std::int64_t a = std::max(i0 - oy * pw.wp, std::int64_t{0}), b = std::min(i0 + rows - oy * pw.wp, p.ow);
+    first = valid(i0), last = valid(i0 + n);
+    for (std::int64_t oy = i0 / pw.wp; oy * pw.wp < i0 + n; ++oy) {
+      const std::int64_t a = std::max(i0 - oy * pw.wp, std::int64_t{0}), b = std::min(i0 + n - oy * pw.wp, p.ow);
       if (a >= b) continue;
-      for (std::int64_t j = j0; j < j1; ++j)
-        std::copy_n(tile + (j - j0) * rows + oy * pw.wp + a - i0, b - a, yg + j * plane + oy * p.ow + a);
+      for (std::int64_t o = r0; o < r1; ++o)
+        std::copy_n(tile + o * pw.cols + oy * pw.wp + a - i0, b - a, yg + o * plane + oy * p.ow + a);
     }
+  } else if (conv_is_pointwise(p)) {  // X is the input itself, [cg, plane]
+    sgemm::multiply(wg, kdim, sgemm::StridedRows{xg + i0, plane}, n, yg + i0, plane, r0, r1, false, panel);
+  } else {
+    sgemm::multiply(wg, kdim, sgemm::StridedRows{tile, pw.cols}, n, yg + i0, plane, r0, r1, false, panel);
   }
-  if (!epi.empty()) apply_epilogue(epi, BiasAlong::rows, yg, plane, j0, j1, first, last);
+  if (!epi.empty()) apply_epilogue(epi, BiasAlong::rows, yg, plane, r0, r1, first, last);
 }
 
 /// conv2d over weights packed at create. `scratch` holds pw.scratch_bytes().
 inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y, float* scratch,
                           const ThreadPool* pool, const Epilogue& epi) {
   if (pw.winograd) return winograd_conv2d(p, *pw.winograd, x, y, scratch, pool, epi);
+  const bool pointwise = pw.pointwise;
   const std::int64_t plane_in = p.h * p.w, plane = p.oh * p.ow;
-  if (!pw.by_channel.empty()) {
-    // Y_g^T[plane, og] = im2col(x_g)^T W_g^T through the matmul path (bias and activations
-    // included), then transposed into the NCHW output.
-    float* col = scratch + pw.by_channel[0]->scratch_bytes() / sizeof(float);
-    float* yt = col + pw.im2col_floats();
-    for (std::int64_t n = 0; n < p.n; ++n) {
-      for (std::int64_t g = 0; g < p.groups; ++g) {
-        const float* xg = x + (n * p.c + g * p.cg) * plane_in;
-        if (!conv_is_pointwise(p)) im2col(p, xg, col, 0, pw.kdim, 0, plane);
-        const Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain};
-        packed_gemm(*pw.by_channel[static_cast<std::size_t>(g)], conv_is_pointwise(p) ? xg : col, yt, scratch, pool,
-                    eg.empty() ? nullptr : &eg, /*a_transposed=*/true);
-        float* yg = y + (n * p.o + g * p.og) * plane;
-        for (std::int64_t o = 0; o < p.og; ++o)
-          for (std::int64_t q = 0; q < plane; ++q) yg[o * plane + q] = yt[q * p.og + o];
-      }
-    }
-    return;
-  }
-  const std::int64_t tiles = (pw.positions + pw.mc - 1) / pw.mc, nr = gebp::Traits::nr;
+  const std::int64_t tiles = (pw.positions + pw.cols - 1) / pw.cols, mr = sgemm::kMr;
   float* padded = scratch;
-  float* parts = scratch + pw.padded_floats();
+  float* shared = padded + pw.padded_floats();
+  float* packed_x = shared + pw.shared_floats();
+  float* yt = packed_x + pw.packed_x_floats();
+  float* parts = yt + pw.yt_floats();
   for (std::int64_t n = 0; n < p.n; ++n) {
     for (std::int64_t g = 0; g < p.groups; ++g) {
       const float* xg = x + (n * p.c + g * p.cg) * plane_in;
+      const float* wg = pw.group(g);
       float* yg = y + (n * p.o + g * p.og) * plane;
       if (pw.implicit) pad_input(p, pw, xg, padded);
       const Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain};
+      if (pw.transposed) {
+        // Y^T[plane, og] = X^T W_g^T, X^T packed once; each part a range of channel panels, which
+        // it then transposes into the output and finishes with the epilogue.
+        if (!pointwise) im2col(p, xg, shared, 0, pw.kdim, 0, plane);
+        sgemm::pack_a_transposed(pointwise ? xg : shared, plane, plane, pw.kdim, packed_x);
+        const std::int64_t panels = (p.og + sgemm::kNr - 1) / sgemm::kNr;
+        const auto run_part = [&](std::int64_t part) {
+          const std::int64_t j0 = panels * part / pw.parts * sgemm::kNr;
+          const std::int64_t j1 = std::min(p.og, panels * (part + 1) / pw.parts * sgemm::kNr);
+          if (j0 >= j1) return;
+          sgemm::multiply(packed_x, pw.kdim, sgemm::StridedRows{wg + j0, p.og}, j1 - j0, yt + j0, p.og, 0, plane, false,
+                          parts + part * sgemm::kPanelFloats);
+          for (std::int64_t o = j0; o < j1; ++o)
+            for (std::int64_t q = 0; q < plane; ++q) yg[o * plane + q] = yt[q * p.og + o];
+          if (!eg.empty()) apply_epilogue(eg, BiasAlong::rows, yg, plane, j0, j1, 0, plane);
+        };
+        if (pw.parts > 1 && pool)
+          pool->parallel_for(pw.parts, run_part);
+        else
+          for (std::int64_t part = 0; part < pw.parts; ++part) run_part(part);
+        continue;
+      }
+      if (pw.split_rows) {
+        // Few positions: one shared X (the input itself for 1x1, else its im2col matrix
+        // [kdim, plane]), and each part a range of output-channel blocks over all of it.
+        if (!pointwise) im2col(p, xg, shared, 0, pw.kdim, 0, plane);
+        const std::int64_t blocks = (p.og + mr - 1) / mr;
+        const auto run_part = [&](std::int64_t part) {
+          const std::int64_t r0 = blocks * part / pw.parts * mr;
+          const std::int64_t r1 = std::min(p.og, blocks * (part + 1) / pw.parts * mr);
+          if (r0 >= r1) return;
+          const float* xs = pointwise ? xg : shared;
+          sgemm::multiply(wg, pw.kdim, sgemm::StridedRows{xs, plane}, plane, yg, plane, r0, r1, false,
+                          parts + part * sgemm::kPanelFloats);
+          if (!eg.empty()) apply_epilogue(eg, BiasAlong::rows, yg, plane, r0, r1, 0, plane);
+        };
+        if (pw.parts > 1 && pool)
+          pool->parallel_for(pw.parts, run_part);
+        else
+          for (std::int64_t part = 0; part < pw.parts; ++part) run_part(part);
+        continue;
+      }
       const auto run_part = [&](std::int64_t part) {
         float* tile = parts + part * pw.part_floats();
-        float* packed = tile + pw.tile_floats();
-        // Channel ranges stay whole GEBP panels (multiples of nr), so each starts a packed panel.
-        std::int64_t j0 = 0, j1 = p.og, t0 = 0, t1 = tiles;
-        if (pw.split_columns) {
-          const std::int64_t panels = p.og / nr;
-          j0 = panels * part / pw.parts * nr;
-          j1 = part + 1 == pw.parts ? p.og : panels * (part + 1) / pw.parts * nr;
-        } else {
-          t0 = tiles * part / pw.parts, t1 = tiles * (part + 1) / pw.parts;
-        }
-        for (std::int64_t t = t0; t < t1; ++t) {
-          const std::int64_t i0 = t * pw.mc;
-          packed_conv_block(p, pw, g, xg, padded, yg, i0, std::min(pw.mc, pw.positions - i0), j0, j1, tile, packed,
-                            eg);
+        float* panel = tile + pw.tile_floats();
+        for (std::int64_t t = tiles * part / pw.parts; t < tiles * (part + 1) / pw.parts; ++t) {
+          const std::int64_t i0 = t * pw.cols, cols = std::min(pw.cols, pw.positions - i0);
+          if (!pointwise && !pw.implicit) im2col(p, xg, tile, 0, pw.kdim, i0, i0 + cols, pw.cols);
+          packed_conv_block(p, pw, wg, xg, padded, yg, i0, cols, 0, p.og, tile, panel, eg);
         }
       };
-      if (pw.parts > 1 && pool) pool->parallel_for(pw.parts, run_part);
-      else for (std::int64_t part = 0; part < pw.parts; ++part) run_part(part);
+      if (pw.parts > 1 && pool)
+        pool->parallel_for(pw.parts, run_part);
+      else
+        for (std::int64_t part = 0; part < pw.parts; ++part) run_part(part);
     }
   }
 }
@@ -588,21 +577,26 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   if (conv_is_depthwise(p)) {
     // Applies the fused activations over planes [from, to) of the output.
     const auto activate = [&](std::int64_t from, std::int64_t to) {
-      if (!epi.chain.empty()) unary_chain(epi.chain, y + from * plane_out, y + from * plane_out, (to - from) * plane_out);
+      if (!epi.chain.empty())
+        unary_chain(epi.chain, y + from * plane_out, y + from * plane_out, (to - from) * plane_out);
     };
     if (DepthwiseLanes::suits(p)) {
       constexpr std::int64_t L = DepthwiseLanes::kLanes;
       const std::int64_t groups = (p.c + L - 1) / L;  // per image
-      parallel_ranges(args.pool, p.n * groups, work_grain(L * plane_out * p.kh * p.kw), [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) {
-          const std::int64_t n = i / groups, c0 = i % groups * L, lanes = std::min(L, p.c - c0);
-          const float* bias = epi.bias ? epi.bias + c0 : nullptr;
-          const std::int64_t first = n * p.c + c0;
-          if (lanes == L) depthwise_lanes<true>(p, x + first * plane_in, w + c0 * p.kh * p.kw, bias, L, y + first * plane_out);
-          else depthwise_lanes<false>(p, x + first * plane_in, w + c0 * p.kh * p.kw, bias, lanes, y + first * plane_out);
-          activate(first, first + lanes);
-        }
-      });
+      parallel_ranges(
+          args.pool, p.n * groups, work_grain(L * plane_out * p.kh * p.kw), [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t i = b; i < e; ++i) {
+              const std::int64_t n = i / groups, c0 = i % groups * L, lanes = std::min(L, p.c - c0);
+              const float* bias = epi.bias ? epi.bias + c0 : nullptr;
+              const std::int64_t first = n * p.c + c0;
+              if (lanes == L)
+                depthwise_lanes<true>(p, x + first * plane_in, w + c0 * p.kh * p.kw, bias, L, y + first * plane_out);
+              else
+                depthwise_lanes<false>(p, x + first * plane_in, w + c0 * p.kh * p.kw, bias, lanes,
+                                       y + first * plane_out);
+              activate(first, first + lanes);
+            }
+          });
       return {};
     }
     const TapColumns cols(p.kw, p.dilation_w, p.pad_left, p.stride_w, p.ow, p.w);
@@ -652,12 +646,13 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
         for (std::int64_t t = tiles * part / parts; t < tiles * (part + 1) / parts; ++t) {
           const std::int64_t p0 = t * tile, p1 = std::min(plane_out, p0 + tile);
           im2col(p, xg, col, 0, kdim, p0, p1);
-          gemm(wg, col, yg + p0, p.og, kdim, p1 - p0, plane_out, by_tiles ? nullptr : args.pool, &eg,
-               BiasAlong::rows);
+          gemm(wg, col, yg + p0, p.og, kdim, p1 - p0, plane_out, by_tiles ? nullptr : args.pool, &eg, BiasAlong::rows);
         }
       };
-      if (parts > 1) args.pool->parallel_for(parts, run_part);
-      else run_part(0);
+      if (parts > 1)
+        args.pool->parallel_for(parts, run_part);
+      else
+        run_part(0);
     }
   }
   return {};
@@ -673,8 +668,10 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   // the output row (stride-2 rows split into even and odd columns first). Every window holds at
   // least one input element (the checker requires pads < kernel).
   const auto fold = [](float acc, float v) {
-    if constexpr (is_max) return (v > acc || v != v) ? v : acc;  // NaN wins, as in NumPy
-    else return acc + v;
+    if constexpr (is_max)
+      return (v > acc || v != v) ? v : acc;  // NaN wins, as in NumPy
+    else
+      return acc + v;
   };
   const TapColumns cols(p.kw, 1, p.pad_left, p.stride_w, p.ow, p.w);
   parallel_ranges(args.pool, p.planes, work_grain(p.oh * p.ow * p.kh * p.kw, 4), [&](std::int64_t b, std::int64_t e) {

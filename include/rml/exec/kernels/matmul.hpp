@@ -1,6 +1,6 @@
 // matmul: row-major GEMM through Eigen, split over the pool by rows or columns, with a fused
 // epilogue (bias, activation chain) applied to each block while it is still in cache; a GEMV per
-// row for a few rows; and GEBP over weights packed once for a constant right-hand side.
+// row for a few rows; and rml's GEMM (kernels/sgemm.hpp) for a constant right-hand side.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "rml/exec/kernels/common.hpp"
 #include "rml/exec/kernels/elementwise.hpp"
+#include "rml/exec/kernels/sgemm.hpp"
 
 namespace rml::detail {
 
@@ -24,8 +25,10 @@ inline void apply_epilogue(const Epilogue& e, BiasAlong along, float* c, std::in
     const std::int64_t len = c1 - c0;
     if (e.bias) {
       ArrayMap out(row, len);
-      if (along == BiasAlong::columns) out += ConstArrayMap(e.bias + c0, len);
-      else out += e.bias[r];
+      if (along == BiasAlong::columns)
+        out += ConstArrayMap(e.bias + c0, len);
+      else
+        out += e.bias[r];
     }
     if (!e.chain.empty()) unary_chain(e.chain, row, row, len);
   }
@@ -72,110 +75,78 @@ inline void gemm(const float* a, const float* b, float* c, std::int64_t m, std::
   } else {
     // Column blocks stay multiples of 16 so each part keeps whole SIMD panels.
     const std::int64_t panels = (n + 15) / 16;
-    parallel_ranges(pool, panels, 1, [&](std::int64_t p0, std::int64_t p1) {
-      block(0, m, p0 * 16, std::min(n, p1 * 16));
-    });
+    parallel_ranges(pool, panels, 1,
+                    [&](std::int64_t p0, std::int64_t p1) { block(0, m, p0 * 16, std::min(n, p1 * 16)); });
   }
 }
 
-// Pre-packed GEMM for matmuls with a constant right-hand side: the weights are packed once, at
-// Executor::create, into the panels Eigen's block-panel kernel (GEBP) reads, so a run packs only
-// its activations. Row-major C[m, n] = A[m, k] B[k, n] is Eigen's column-major
-// C^T[n, m] = B^T[n, k] A^T[k, m]: the weights are GEBP's left-hand side.
-namespace gebp {
-using Index = Eigen::Index;
-using Traits = Eigen::internal::gebp_traits<float, float>;
-using ConstMapper = Eigen::internal::const_blas_data_mapper<float, Index, Eigen::ColMajor>;
-using ResMapper = Eigen::internal::blas_data_mapper<float, Index, Eigen::ColMajor, Eigen::Unaligned, 1>;
-using PackLhs = Eigen::internal::gemm_pack_lhs<float, Index, ConstMapper, Traits::mr, Traits::LhsProgress,
-                                               typename Traits::LhsPacket4Packing, Eigen::ColMajor>;
-using PackRhs = Eigen::internal::gemm_pack_rhs<float, Index, ConstMapper, Traits::nr, Eigen::ColMajor>;
-using RowMajorMapper = Eigen::internal::const_blas_data_mapper<float, Index, Eigen::RowMajor>;
-using PackLhsRowMajor = Eigen::internal::gemm_pack_lhs<float, Index, RowMajorMapper, Traits::mr, Traits::LhsProgress,
-                                                       typename Traits::LhsPacket4Packing, Eigen::RowMajor>;
-using PackRhsRowMajor = Eigen::internal::gemm_pack_rhs<float, Index, RowMajorMapper, Traits::nr, Eigen::RowMajor>;
-using Kernel = Eigen::internal::gebp_kernel<float, float, Index, ResMapper, Traits::mr, Traits::nr, false, false>;
-}  // namespace gebp
+// Matmuls with a constant right-hand side run through rml's GEMM (kernels/sgemm.hpp) with the
+// roles turned around: the activations are its A operand, packed per run (m x k floats, cheap
+// beside the product), and the weights are B, packed once at Executor::create into panels of
+// sgemm::kNr columns, each contiguous in memory.
 
-/// A constant B [k, n] packed as GEBP left-hand panels, blocked `mc` columns of C by `kc` of depth;
-/// block(i, d) is the offset of the block at column i, depth d.
+/// A constant B [k, n] packed for products with `m` activation rows, and how a run splits its columns.
 struct PackedWeights {
-  std::int64_t k = 0, n = 0, m = 0;  ///< m: the activation rows the blocking was chosen for
-  std::int64_t kc = 0, mc = 0, nc = 0;
-  std::vector<float, Eigen::aligned_allocator<float>> panels;
+  std::int64_t k = 0, n = 0, m = 0;
+  std::int64_t parts = 1;                                      ///< column ranges run in parallel
+  std::vector<float, Eigen::aligned_allocator<float>> panels;  ///< B by sgemm::pack_b
 
-  [[nodiscard]] std::int64_t block(std::int64_t i2, std::int64_t k2) const noexcept {
-    return i2 * k + std::min(mc, n - i2) * k2;
+  /// Scratch a run needs: the activations packed.
+  [[nodiscard]] std::size_t scratch_bytes() const noexcept {
+    return static_cast<std::size_t>(sgemm::packed_floats(m, k)) * sizeof(float);
   }
-  /// Scratch a run needs: the activations packed as GEBP right-hand panels.
-  [[nodiscard]] std::size_t scratch_bytes() const noexcept { return static_cast<std::size_t>(k * m) * sizeof(float); }
 };
+
+/// Columns each part of a packed product takes at a time, so the block it finishes (and applies
+/// the epilogue to) is still in cache.
+inline constexpr std::int64_t kPackedBlockColumns = 8 * sgemm::kNr;
 
 /// Packs `b` (row-major [k, n]; with `b_transposed`, given as B^T, row-major [n, k], as a Linear
 /// layer stores it) for products with `m` activation rows on `threads` threads.
-inline std::shared_ptr<const PackedWeights> pack_weights(const float* b, std::int64_t k, std::int64_t n,
-                                                         std::int64_t m, int threads, bool b_transposed = false) {
+inline std::shared_ptr<const PackedWeights> pack_weights(const float* b, std::int64_t k, std::int64_t n, std::int64_t m,
+                                                         int threads, bool b_transposed = false) {
   auto w = std::make_shared<PackedWeights>();
   w->k = k, w->n = n, w->m = m;
-  gebp::Index kc = k, mc = n, nc = m;
-  Eigen::internal::computeProductBlockingSizes<float, float, 1>(kc, mc, nc, gebp::Index{1});
-  // Enough column blocks for every thread to get one.
-  if (threads > 1 && mc * threads > n) {
-    const gebp::Index step = gebp::Traits::mr;
-    mc = std::max<gebp::Index>(step, (n / threads + step - 1) / step * step);
-  }
-  w->kc = kc, w->mc = mc, w->nc = nc;
-  w->panels.resize(static_cast<std::size_t>(k * n));
-  const gebp::ConstMapper lhs(b, n);      // B^T, column-major [n, k]
-  const gebp::RowMajorMapper lhs_t(b, k);  // B^T as stored, row-major [n, k]
-  for (std::int64_t i2 = 0; i2 < n; i2 += mc) {
-    const std::int64_t rows = std::min<std::int64_t>(mc, n - i2);
-    for (std::int64_t k2 = 0; k2 < k; k2 += kc) {
-      float* block = w->panels.data() + w->block(i2, k2);
-      const std::int64_t depth = std::min<std::int64_t>(kc, k - k2);
-      if (b_transposed) gebp::PackLhsRowMajor()(block, lhs_t.getSubMapper(i2, k2), depth, rows);
-      else gebp::PackLhs()(block, lhs.getSubMapper(i2, k2), depth, rows);
-    }
-  }
+  w->panels.resize(static_cast<std::size_t>(sgemm::packed_b_floats(k, n)));
+  if (b_transposed)
+    sgemm::pack_b(b, 1, k, k, n, w->panels.data());
+  else
+    sgemm::pack_b(b, n, 1, k, n, w->panels.data());
+  // Column ranges of whole panels, one per thread when the product pays for the hand-off.
+  const std::int64_t panels = (n + sgemm::kNr - 1) / sgemm::kNr;
+  if (threads > 1 && m * n * k >= 2 * kGemmPartFlops) w->parts = std::min<std::int64_t>(threads, panels);
   return w;
 }
 
-/// C[m, n] = A[m, k] @ B (packed), then the epilogue. `scratch` holds w.scratch_bytes(). A is
-/// row-major; with `a_transposed` it is given as A^T, row-major [k, m] (conv2d's im2col matrix).
+/// C[m, n] = A[m, k] @ B (packed), then the epilogue. `scratch` holds w.scratch_bytes().
 inline void packed_gemm(const PackedWeights& w, const float* a, float* c, float* scratch, const ThreadPool* pool,
-                        const Epilogue* epi, bool a_transposed = false) {
-  const std::int64_t m = w.m, k = w.k, n = w.n, kc = w.kc, mc = w.mc, nc = w.nc;
-  // The activations as GEBP right-hand panels, block (k2, j2) at k2 * m + depth(k2) * j2.
-  const auto pack = [&](float* block, std::int64_t k2, std::int64_t j2, std::int64_t depth, std::int64_t cols) {
-    if (a_transposed) {
-      gebp::PackRhsRowMajor()(block, gebp::RowMajorMapper(a, m).getSubMapper(k2, j2), depth, cols);
-    } else {
-      gebp::PackRhs()(block, gebp::ConstMapper(a, k).getSubMapper(k2, j2), depth, cols);  // A^T, column-major [k, m]
+                        const Epilogue* epi) {
+  const std::int64_t m = w.m, k = w.k, n = w.n, mr = sgemm::kMr;
+  float* packed = scratch;
+  const std::int64_t blocks = (m + mr - 1) / mr;
+  // The activations packed by row blocks (in parallel when the product is split anyway).
+  const auto pack = [&](std::int64_t b0, std::int64_t b1) {
+    sgemm::pack_a(a + b0 * mr * k, k, std::min(m, b1 * mr) - b0 * mr, k, packed + b0 * mr * k);
+  };
+  if (w.parts > 1)
+    parallel_ranges(pool, blocks, 1, pack);
+  else
+    pack(0, blocks);
+  const bool has_epilogue = epi && !epi->empty();
+  const std::int64_t panels = (n + sgemm::kNr - 1) / sgemm::kNr;
+  const auto run_part = [&](std::int64_t part) {
+    const std::int64_t end = std::min(n, panels * (part + 1) / w.parts * sgemm::kNr);
+    for (std::int64_t c0 = panels * part / w.parts * sgemm::kNr; c0 < end; c0 += kPackedBlockColumns) {
+      const std::int64_t c1 = std::min(end, c0 + kPackedBlockColumns);
+      sgemm::multiply(packed, k, sgemm::PanelRows{w.panels.data() + c0 * k, k}, c1 - c0, c + c0, n, 0, m, false,
+                      nullptr, true);
+      if (has_epilogue) apply_epilogue(*epi, BiasAlong::columns, c, n, 0, m, c0, c1);
     }
   };
-  for (std::int64_t k2 = 0; k2 < k; k2 += kc) {
-    const std::int64_t depth = std::min(kc, k - k2);
-    for (std::int64_t j2 = 0; j2 < m; j2 += nc)
-      pack(scratch + k2 * m + depth * j2, k2, j2, depth, std::min(nc, m - j2));
-  }
-  std::fill(c, c + m * n, 0.0f);
-  const gebp::ResMapper res(c, n);  // C^T, column-major [n, m]
-  const bool has_epilogue = epi && !epi->empty();
-  const std::int64_t blocks = (n + mc - 1) / mc;
-  // Column blocks were sized at packing for every thread to get one; a small product stays whole.
-  parallel_ranges(pool, blocks, work_grain(mc * k * m, 1, kGemmPartFlops), [&](std::int64_t b0, std::int64_t b1) {
-    gebp::Kernel kernel;
-    for (std::int64_t blk = b0; blk < b1; ++blk) {
-      const std::int64_t i2 = blk * mc, rows = std::min(mc, n - i2);
-      for (std::int64_t k2 = 0; k2 < k; k2 += kc) {
-        const std::int64_t depth = std::min(kc, k - k2);
-        for (std::int64_t j2 = 0; j2 < m; j2 += nc)
-          kernel(res.getSubMapper(i2, j2), w.panels.data() + w.block(i2, k2), scratch + k2 * m + depth * j2, rows, depth,
-                 std::min(nc, m - j2), 1.0f);
-      }
-      if (has_epilogue) apply_epilogue(*epi, BiasAlong::columns, c, n, 0, m, i2, i2 + rows);
-    }
-  });
+  if (w.parts > 1 && pool)
+    pool->parallel_for(w.parts, run_part);
+  else
+    for (std::int64_t part = 0; part < w.parts; ++part) run_part(part);
 }
 
 /// Offset of batch `i` (row-major over `dims`) along `strides`.

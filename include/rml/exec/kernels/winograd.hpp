@@ -10,6 +10,7 @@
 #include "rml/exec/kernels/common.hpp"
 #include "rml/exec/kernels/elementwise.hpp"
 #include "rml/exec/kernels/matmul.hpp"
+#include "rml/exec/kernels/sgemm.hpp"
 
 namespace rml::detail {
 
@@ -17,7 +18,7 @@ namespace rml::detail {
 // input around it: Y = A^T [ sum over channels of (G g G^T) . (B^T d B) ] A (Lavin and Gray, 2015).
 // The weights' transform U = G g G^T is made once, at Executor::create. A run transforms its input
 // tiles, V = B^T d B, then for each element e of the (m + 2)^2 domain multiplies
-// M_e[o, tiles] = U_e[o, c] V_e[c, tiles] (GEBP over U_e packed at create), and transforms M back
+// M_e[o, tiles] = U_e[o, c] V_e[c, tiles] (rml's GEMM over U_e packed at create), and transforms M back
 // with A^T, adding the bias and the fused activations before the tile is stored. Per output position
 // that is (m + 2)^2 / m^2 products of c multiply-adds instead of 9: 2.25x fewer for F(2, 3), 4x for
 // F(4, 3), bought with the transforms' extra work and a larger rounding error; F(4, 3)'s can exceed the
@@ -103,26 +104,21 @@ struct WinogradWeights {
   std::int64_t c = 0, o = 0;                         ///< input and output channels
   std::int64_t tiles_h = 0, tiles_w = 0, tiles = 0;  ///< per image
   std::int64_t total = 0;                            ///< tiles over the batch
-  std::int64_t kc = 0;                               ///< GEBP depth block
-  std::int64_t chunk = 0;                            ///< tiles per pass, a multiple of kLanes
+  std::int64_t chunk = 0;                            ///< tiles per pass, a multiple of kLanes and sgemm::kNr
   std::int64_t parts = 1;                            ///< tile ranges run in parallel
   std::int64_t threads = 1;                          ///< threads the run was planned for
-  /// Per element e and depth block k2: U_e^T (column-major [c, o]) packed as GEBP right-hand panels,
-  /// each block 64-byte aligned (GEBP loads its panels with aligned loads).
-  std::vector<float, Eigen::aligned_allocator<float>> panels;
+  /// Per element e: U_e (row-major [o, c]) packed by sgemm::pack_a.
+  std::vector<float, Eigen::aligned_allocator<float>> u;
 
-  [[nodiscard]] std::int64_t block_floats() const noexcept { return round16(kc * o); }
-  [[nodiscard]] std::int64_t panel_floats() const noexcept { return (c + kc - 1) / kc * block_floats(); }
-  [[nodiscard]] const float* block(std::int64_t e, std::int64_t k2) const noexcept {
-    return panels.data() + e * panel_floats() + k2 / kc * block_floats();
-  }
-  /// Scratch floats: per part the transformed input V [elems, c, chunk] and the products
-  /// M [elems, o, chunk]; per thread a packed GEBP left-hand block (kc x chunk). Each 64-byte aligned.
+  [[nodiscard]] std::int64_t u_floats() const noexcept { return sgemm::packed_floats(o, c); }
+  [[nodiscard]] const float* u_of(std::int64_t e) const noexcept { return u.data() + e * u_floats(); }
+  /// Scratch floats per part: the transformed input V [elems, c, chunk] and the products
+  /// M [elems, o, chunk], each 64-byte aligned. Rows are `chunk` long, whole GEMM panels, so the
+  /// products run over whole panels even for a chunk's last tiles.
   [[nodiscard]] std::int64_t v_floats() const noexcept { return round16(elems * c * chunk); }
   [[nodiscard]] std::int64_t m_floats() const noexcept { return round16(elems * o * chunk); }
-  [[nodiscard]] std::int64_t packed_floats() const noexcept { return round16(kc * chunk); }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
-    return static_cast<std::size_t>(parts * (v_floats() + m_floats()) + threads * packed_floats()) * sizeof(float);
+    return static_cast<std::size_t>(parts * (v_floats() + m_floats())) * sizeof(float);
   }
 
  private:
@@ -138,13 +134,15 @@ inline bool winograd_applies(const Conv2dPlan& p) noexcept {
 /// Whether Winograd with m x m tiles is expected to beat the packed direct path for `p`: channels
 /// enough for the products to outweigh the transforms (at least 48 in and out for F(2, 3), 32 for
 /// F(4, 3)), tiles that cover at most 1.8x the output plane (rounding up to whole tiles), and at
-/// least 16 tiles so a product has rows enough for GEBP. The thresholds come from timing single
+/// least 16 tiles, which fill at least two thirds of the GEMM panels they are rounded up to (the
+/// products run over whole panels of sgemm::kNr tiles). The thresholds come from timing single
 /// convolutions (docs/ops.md).
 inline bool winograd_pays(const Conv2dPlan& p, std::int64_t m) noexcept {
   const std::int64_t min_channels = m == 2 ? 48 : 32;
   if (!winograd_applies(p) || p.c < min_channels || p.o < min_channels) return false;
-  const std::int64_t th = (p.oh + m - 1) / m, tw = (p.ow + m - 1) / m;
-  return m * m * th * tw * 10 <= p.oh * p.ow * 18 && p.n * th * tw >= 16;
+  const std::int64_t th = (p.oh + m - 1) / m, tw = (p.ow + m - 1) / m, total = p.n * th * tw;
+  const std::int64_t panels = (total + sgemm::kNr - 1) / sgemm::kNr * sgemm::kNr;
+  return m * m * th * tw * 10 <= p.oh * p.ow * 18 && total >= 16 && 2 * panels <= 3 * total;
 }
 
 /// U = G g G^T of one 3x3 kernel `g` (row-major), in double, as (m + 2)^2 values `u` (row-major).
@@ -172,8 +170,8 @@ std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p
   ww->tiles = ww->tiles_h * ww->tiles_w;
   ww->total = p.n * ww->tiles;
   ww->threads = std::max(threads, 1);
-  // Chunks whose V and M fill about L2, but at least 64 tiles so a product has rows enough for
-  // GEBP and each pass over U_e (read from further away when the channels are many) pays.
+  // Chunks whose V and M fill about L2, but at least 64 tiles so a product has columns enough for
+  // whole panels and each pass over U_e (read from further away when the channels are many) pays.
   const auto l2 = static_cast<std::int64_t>(Eigen::l2CacheSize());
   std::int64_t chunk = l2 / (static_cast<std::int64_t>(sizeof(float)) * E * (p.c + p.o));
   chunk = std::clamp<std::int64_t>(chunk / W::kLanes * W::kLanes, 64, 256);
@@ -183,10 +181,8 @@ std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p
     chunk = std::min(chunk, (ww->total + ww->parts - 1) / ww->parts);
   }
   chunk = std::min(chunk, ww->total);
-  ww->chunk = (chunk + W::kLanes - 1) / W::kLanes * W::kLanes;
-  gebp::Index kc = p.c, mc = ww->chunk, nc = p.o;
-  Eigen::internal::computeProductBlockingSizes<float, float, 1>(kc, mc, nc, gebp::Index{1});
-  ww->kc = kc;
+  constexpr std::int64_t step = std::max(W::kLanes, sgemm::kNr);
+  ww->chunk = (chunk + step - 1) / step * step;
 
   // U_e as row-major [o, c] per element (= U_e^T column-major [c, o]), then packed.
   std::vector<float> u(static_cast<std::size_t>(E * p.c * p.o));
@@ -197,13 +193,9 @@ std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p
       for (std::int64_t e = 0; e < E; ++e)
         u[static_cast<std::size_t>((e * p.o + oc) * p.c + ci)] = static_cast<float>(tile[e]);
     }
-  ww->panels.resize(static_cast<std::size_t>(E * ww->panel_floats()));
-  gebp::PackRhs pack;
-  for (std::int64_t e = 0; e < E; ++e) {
-    const gebp::ConstMapper rhs(u.data() + e * p.o * p.c, p.c);
-    for (std::int64_t k2 = 0; k2 < p.c; k2 += kc)
-      pack(const_cast<float*>(ww->block(e, k2)), rhs.getSubMapper(k2, 0), std::min<std::int64_t>(kc, p.c - k2), p.o);
-  }
+  ww->u.resize(static_cast<std::size_t>(E * ww->u_floats()));
+  for (std::int64_t e = 0; e < E; ++e)
+    sgemm::pack_a(u.data() + e * p.o * p.c, p.c, p.o, p.c, ww->u.data() + e * ww->u_floats());
   return ww;
 }
 
@@ -266,21 +258,13 @@ void winograd_input(const Conv2dPlan& p, const WinogradWeights& ww, const float*
   }
 }
 
-/// Elements [e0, e1) of the products: m_e [o, chunk] = U_e v_e over nt tiles. `packed` holds kc x chunk.
+/// Elements [e0, e1) of the products: m_e [o, chunk] = U_e v_e over the first nt tiles, in whole
+/// GEMM panels (the columns past nt hold whatever v held there, and are never read).
 inline void winograd_products(const WinogradWeights& ww, const float* v, float* m, std::int64_t nt, std::int64_t e0,
-                              std::int64_t e1, float* packed) {
-  gebp::Kernel kernel;
-  for (std::int64_t e = e0; e < e1; ++e) {
-    float* me = m + e * ww.o * ww.chunk;
-    for (std::int64_t oc = 0; oc < ww.o; ++oc) std::fill_n(me + oc * ww.chunk, nt, 0.0f);
-    const gebp::ConstMapper lhs(v + e * ww.c * ww.chunk, ww.chunk);  // V_e^T, column-major [chunk, c]
-    const gebp::ResMapper res(me, ww.chunk);                         // M_e^T, column-major [chunk, o]
-    for (std::int64_t k2 = 0; k2 < ww.c; k2 += ww.kc) {
-      const std::int64_t depth = std::min(ww.kc, ww.c - k2);
-      gebp::PackLhs()(packed, lhs.getSubMapper(0, k2), depth, nt);
-      kernel(res, packed, ww.block(e, k2), nt, depth, ww.o, 1.0f);
-    }
-  }
+                              std::int64_t e1) {
+  for (std::int64_t e = e0; e < e1; ++e)
+    sgemm::multiply(ww.u_of(e), ww.c, sgemm::StridedRows{v + e * ww.c * ww.chunk, ww.chunk}, nt,
+                    m + e * ww.o * ww.chunk, ww.chunk, 0, ww.o, true, nullptr);
 }
 
 /// Output channels [o0, o1) of chunk tiles [t0, t0 + nt) from m: A^T m_tile A, the epilogue, and the
@@ -325,16 +309,14 @@ void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float
 template <int M>
 void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const float* x, float* y, float* scratch,
                        const ThreadPool* pool, const Epilogue& epi) {
-  float* packed_base = scratch + ww.parts * (ww.v_floats() + ww.m_floats());
   // Tiles [t0, t1) on one thread, with the scratch of part `part`.
   const auto run_range = [&](std::int64_t part, std::int64_t t0, std::int64_t t1) {
     float* v = scratch + part * (ww.v_floats() + ww.m_floats());
     float* m = v + ww.v_floats();
-    float* packed = packed_base + part * ww.packed_floats();
     for (std::int64_t c0 = t0; c0 < t1; c0 += ww.chunk) {
       const std::int64_t nt = std::min(ww.chunk, t1 - c0);
       winograd_input<M>(p, ww, x, c0, nt, 0, ww.c, v);
-      winograd_products(ww, v, m, nt, 0, ww.elems, packed);
+      winograd_products(ww, v, m, nt, 0, ww.elems);
       winograd_output<M>(p, ww, m, c0, nt, 0, ww.o, epi, y);
     }
   };
@@ -360,9 +342,7 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const flo
   for (std::int64_t c0 = 0; c0 < ww.total; c0 += ww.chunk) {
     const std::int64_t nt = std::min(ww.chunk, ww.total - c0);
     split(ww.c, [&](std::int64_t, std::int64_t b, std::int64_t e) { winograd_input<M>(p, ww, x, c0, nt, b, e, v); });
-    split(ww.elems, [&](std::int64_t q, std::int64_t b, std::int64_t e) {
-      winograd_products(ww, v, m, nt, b, e, packed_base + q * ww.packed_floats());
-    });
+    split(ww.elems, [&](std::int64_t, std::int64_t b, std::int64_t e) { winograd_products(ww, v, m, nt, b, e); });
     split(ww.o,
           [&](std::int64_t, std::int64_t b, std::int64_t e) { winograd_output<M>(p, ww, m, c0, nt, b, e, epi, y); });
   }
