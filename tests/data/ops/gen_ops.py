@@ -257,7 +257,7 @@ def conv_blocked_cases():
         "pointwise_wide": dict(x=(1, 40, 12, 12), w=(24, 40, 1, 1), attrs={}, bias=True),
         "grouped_dilated": dict(x=(2, 24, 9, 9), w=(30, 8, 3, 3), attrs={"groups": 3, "dilations": [2, 1],
                                                                            "pads": [2, 1, 2, 1]}),
-        # One or two output positions per image: the channels become the GEMM's rows.
+        # One or two output positions per image: the channels become the GEMM's columns.
         "single_position": dict(x=(2, 256, 3, 3), w=(128, 256, 3, 3), attrs={}, bias=True),
         "two_positions_grouped": dict(x=(1, 256, 3, 4), w=(256, 128, 3, 3), attrs={"groups": 2, "pads": [0, 0, 0, 0]}),
         # Depthwise: 40 channels interleaved 16 at a time (16 + 16 + 8); rows of 40 and 35 outputs run row by row
@@ -268,6 +268,13 @@ def conv_blocked_cases():
                                     bias=True),
         "depthwise_wide_strided": dict(x=(1, 2, 4, 70), w=(2, 1, 3, 3),
                                        attrs={"groups": 2, "pads": [1, 1, 1, 1], "strides": [1, 2]}),
+        # Too few positions for a tile per thread at 2 threads: the threads split the output channels
+        # over one shared im2col matrix. Which plane does that depends on the GEMM's panel width
+        # (kernels/sgemm.hpp): 20 positions with SSE's 8-float panels, 42 with AVX2's 16, 81 with
+        # AVX-512's 32; on the other widths the same cases take several tiles or the turned-around product.
+        "split_channels_sse": dict(x=(1, 48, 4, 5), w=(32, 48, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True),
+        "split_channels_avx2": dict(x=(1, 24, 6, 7), w=(32, 24, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True),
+        "split_channels_avx512": dict(x=(1, 16, 9, 9), w=(32, 16, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]
