@@ -432,9 +432,18 @@ def assert_structural_equal(a: Graph, b: Graph, map_names: bool = False) -> None
 
 # ---- the executor ----
 
+class Winograd(enum.Enum):
+    off: ClassVar[Winograd]
+    f2: ClassVar[Winograd]
+    f4: ClassVar[Winograd]
+
 class ExecutorOptions:
     threads: int
-    def __init__(self, threads: int = 0) -> None: ...
+    winograd: Winograd
+    widen_16bit_weights: bool
+    parallel_min_work: int
+    def __init__(self, threads: int = 0, winograd: Winograd = ..., widen_16bit_weights: bool = False,
+                 parallel_min_work: int = ...) -> None: ...
 
 class Executor:
     @staticmethod

@@ -1270,9 +1270,27 @@ std::size_t io_index(std::size_t i, const std::vector<std::string>& names, const
 }
 
 void define_executor(py::module_& m) {
+  py::enum_<Winograd>(m, "Winograd", "The transform 3x3 stride-1 convolutions may take (docs/ops.md, Winograd).")
+      .value("off", Winograd::off, "every convolution runs the direct path")
+      .value("f2", Winograd::f2, "F(2x2, 3x3), within the conformance tolerance; the default")
+      .value("f4", Winograd::f4, "F(4x4, 3x3): fewer multiply-adds, a larger rounding error");
   py::class_<ExecutorOptions>(m, "ExecutorOptions")
-      .def(py::init([](int threads) { return ExecutorOptions{threads}; }), "threads"_a = 0)
-      .def_readwrite("threads", &ExecutorOptions::threads, "Intra-op threads, the caller included; 0 = all cores.");
+      .def(py::init([](int threads, Winograd winograd, bool widen_16bit_weights, std::int64_t parallel_min_work) {
+             ExecutorOptions options{threads};
+             options.winograd = winograd;
+             options.widen_16bit_weights = widen_16bit_weights;
+             options.parallel_min_work = parallel_min_work;
+             return options;
+           }),
+           "threads"_a = 0, "winograd"_a = Winograd::f2, "widen_16bit_weights"_a = false,
+           "parallel_min_work"_a = detail::kParallelMinWork)
+      .def_readwrite("threads", &ExecutorOptions::threads, "Intra-op threads, the caller included; 0 = all cores.")
+      .def_readwrite("winograd", &ExecutorOptions::winograd,
+                     "The Winograd transform 3x3 stride-1 convolutions with constant weights may take.")
+      .def_readwrite("widen_16bit_weights", &ExecutorOptions::widen_16bit_weights,
+                     "Widen f16/bf16 constant weights of matmul and conv2d to f32 once, at create.")
+      .def_readwrite("parallel_min_work", &ExecutorOptions::parallel_min_work,
+                     "Steps estimated below this much work run on the calling thread; 0 lets every step split.");
   py::class_<Executor>(m, "Executor",
                        "A checked graph compiled into kernels over one planned arena; run() is thread-safe.")
       .def_static(

@@ -266,6 +266,30 @@ def test_conv2d_and_pooling_match_a_direct_loop():
     np.testing.assert_array_equal(pooled, x[:, :, :4, :4].reshape(1, 2, 2, 2, 2, 2).max(axis=(3, 5)))
 
 
+def test_executor_options_reach_the_convolution_path():
+    # 48 channels, 3x3, stride 1, constant weights: Winograd pays from 48 channels (docs/ops.md).
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 48, 32, 32)).astype(np.float32)
+    w = (rng.standard_normal((48, 48, 3, 3)) / 20).astype(np.float32)
+    graph = rml.trace(lambda inputs: rml.conv2d(inputs[0], w, None, pads=[1, 1, 1, 1]),
+                      [rml.TensorSpec("x", "f32", list(x.shape))], output_names=["y"]).graph
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))  # [1, 48, 32, 32, 3, 3]
+    ref = np.einsum("ncijkl,ockl->noij", windows, w.astype(np.float64))
+    options = rml.ExecutorOptions(threads=1, winograd=rml.Winograd.off, parallel_min_work=0)
+    assert options.winograd == rml.Winograd.off and options.parallel_min_work == 0
+    assert not options.widen_16bit_weights
+    results = {}
+    for transform in (rml.Winograd.off, rml.Winograd.f2, rml.Winograd.f4):
+        options.winograd = transform
+        results[transform] = np.asarray(rml.Executor.create(graph, options).run([x])[0])
+        np.testing.assert_allclose(results[transform], ref, rtol=1e-3, atol=1e-3)
+    # The transforms round differently from the direct path: each option took its own path.
+    assert not np.array_equal(results[rml.Winograd.off], results[rml.Winograd.f2])
+    assert not np.array_equal(results[rml.Winograd.f2], results[rml.Winograd.f4])
+    assert rml.ExecutorOptions().winograd == rml.Winograd.f2
+
+
 # ---- tracing ----
 
 def test_a_trace_records_the_ops_and_runs_like_numpy():

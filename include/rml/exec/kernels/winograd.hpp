@@ -230,13 +230,15 @@ void winograd_input(const Conv2dPlan& p, const WinogradWeights& ww, const float*
       for (std::int64_t i = 0; i < S; ++i) {
         float* row = rows + i * W;
         const std::int64_t iy = iy0 + i;
+        // Plain loops: these runs are a few dozen floats, too short to pay for memcpy/memset calls.
         if (iy < 0 || iy >= p.h || ja == jb) {
-          std::fill_n(row, W, 0.0f);
+          for (std::int64_t j = 0; j < W; ++j) row[j] = 0.0f;
           continue;
         }
-        std::fill_n(row, ja, 0.0f);
-        std::copy(plane + iy * p.w + ix0 + ja, plane + iy * p.w + ix0 + jb, row + ja);
-        std::fill(row + jb, row + W, 0.0f);
+        const float* src = plane + iy * p.w + ix0;
+        for (std::int64_t j = 0; j < ja; ++j) row[j] = 0.0f;
+        for (std::int64_t j = ja; j < jb; ++j) row[j] = src[j];
+        for (std::int64_t j = jb; j < W; ++j) row[j] = 0.0f;
       }
       // d[i][j][l] = row i, column M * l + j: tile l's input (tiles past count read zeros or
       // neighbours; their results are not stored).
@@ -299,7 +301,7 @@ void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float
       for (std::int64_t i = 0; i < rows; ++i) {
         for (std::int64_t j = 0; j < T; ++j)
           for (std::int64_t l = 0; l < L; ++l) row[T * l + j] = out[(i * T + j) * L + l];
-        std::copy_n(row, cols, dst + i * p.ow);
+        for (std::int64_t j = 0; j < cols; ++j) dst[i * p.ow + j] = row[j];
       }
     }
     g0 += grp.count;
