@@ -109,8 +109,9 @@ class Executor {
     }
     RML_ASSIGN_OR_RETURN(auto pool, detail::executor_pool(graph, options));
     const int threads = pool ? pool->threads() : 1;
-    RML_ASSIGN_OR_RETURN(auto program, detail::build_program(graph, threads, budget, options.winograd,
-                                                             options.widen_16bit_weights, options.parallel_min_work));
+    const detail::BuildOptions build{threads, budget, options.winograd, options.widen_16bit_weights,
+                                     options.parallel_min_work};
+    RML_ASSIGN_OR_RETURN(auto program, detail::build_program(graph, build));
     std::vector<TensorType> output_types;
     for (ValueId v : program->outputs) output_types.push_back(program->types[v]);
     RML_RETURN_IF_ERROR(detail::check_run_budget(program->arena_bytes, output_types, budget));
@@ -201,11 +202,20 @@ class Executor {
     std::byte* arena = ws->arena.get();
     for (std::size_t v = 0; v < p.types.size(); ++v) {
       switch (p.home[v]) {
-        case detail::ValueHome::input: ptrs[v] = const_cast<std::byte*>(inputs[p.slot[v]].raw_data()); break;
-        case detail::ValueHome::constant: ptrs[v] = const_cast<std::byte*>(p.constants[v].raw_data()); break;
-        case detail::ValueHome::arena: ptrs[v] = arena + p.slot[v]; break;
-        case detail::ValueHome::output: ptrs[v] = outputs[p.slot[v]].mutable_raw_data(); break;
-        default: break;
+        case detail::ValueHome::input:
+          ptrs[v] = const_cast<std::byte*>(inputs[p.slot[v]].raw_data());
+          break;
+        case detail::ValueHome::constant:
+          ptrs[v] = const_cast<std::byte*>(p.constants[v].raw_data());
+          break;
+        case detail::ValueHome::arena:
+          ptrs[v] = arena + p.slot[v];
+          break;
+        case detail::ValueHome::output:
+          ptrs[v] = outputs[p.slot[v]].mutable_raw_data();
+          break;
+        default:
+          break;
       }
     }
     for (std::size_t v = 0; v < p.types.size(); ++v)
@@ -216,9 +226,13 @@ class Executor {
       for (std::size_t i = 0; i < s.inputs.size(); ++i) ws->in_ptrs[i] = ptrs[s.inputs[i]];
       std::byte* out = ptrs[s.output];
       detail::Epilogue epi{s.bias >= 0 ? reinterpret_cast<const float*>(ptrs[s.bias]) : nullptr, s.chain};
-      const detail::KernelArgs args{std::span<const std::byte* const>(ws->in_ptrs.data(), s.inputs.size() - (s.bias >= 0)),
-                                    std::span<std::byte* const>(&out, 1), pool, arena + s.scratch_offset,
-                                    epi.empty() ? nullptr : &epi, s.packed.get()};
+      const detail::KernelArgs args{
+          std::span<const std::byte* const>(ws->in_ptrs.data(), s.inputs.size() - (s.bias >= 0)),
+          std::span<std::byte* const>(&out, 1),
+          pool,
+          arena + s.scratch_offset,
+          epi.empty() ? nullptr : &epi,
+          s.packed.get()};
       Status st = s.fn(s.kernel, args);
       if (!st.ok())
         return st.with_prefix("node " + std::to_string(s.first_node) + " (" + std::string(op_name(s.kernel.op)) +

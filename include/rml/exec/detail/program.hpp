@@ -62,15 +62,15 @@ struct Program {
 /// One run's memory: the arena and the value pointer table.
 struct Workspace {
   struct AlignedDelete {
-    void operator()(std::byte* p) const noexcept { ::operator delete(p, std::align_val_t{kArenaAlignment}); }
+    void operator()(std::byte* p) const noexcept { ::operator delete (p, std::align_val_t{kArenaAlignment}); }
   };
   std::unique_ptr<std::byte, AlignedDelete> arena;
   std::vector<std::byte*> ptrs;
   std::vector<const std::byte*> in_ptrs;
 
   explicit Workspace(const Program& p)
-      : arena(static_cast<std::byte*>(::operator new(std::max<std::size_t>(p.arena_bytes, kArenaAlignment),
-                                                     std::align_val_t{kArenaAlignment}))),
+      : arena(static_cast<std::byte*>(
+            ::operator new (std::max<std::size_t>(p.arena_bytes, kArenaAlignment), std::align_val_t{kArenaAlignment}))),
         ptrs(p.types.size(), nullptr),
         in_ptrs(p.max_arity, nullptr) {}
 };
@@ -106,14 +106,17 @@ class WorkspacePool {
 /// split over 2 threads was no faster than on one (docs/ops.md, "Threads").
 inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 23;
 
+/// What build_program compiles for: the executor's options as the program builder reads them.
+struct BuildOptions {
+  int threads = 1;                   ///< threads the runs split over (ExecutorOptions::threads, resolved)
+  std::size_t budget = 0;            ///< bytes one run may hold (ExecutorOptions::memory, resolved)
+  Winograd winograd = Winograd::f2;  ///< the transform 3x3 stride-1 convolutions take where it pays
+  bool widen_16bit_weights = false;  ///< 16-bit constant weights of matmul and conv2d widened to f32 once
+  std::int64_t parallel_min_work = kParallelMinWork;  ///< steps with less estimated work are marked serial
+};
+
 /// Checks `graph` with infer_types' rules (its errors, unchanged), compiles every node, fuses,
-/// aliases, packs constant weights and plans the arena, for runs on `threads` threads (3x3
-/// convolutions through the `winograd` transform where it pays; 16-bit constant weights of matmul
-/// and conv2d widened to f32 once if `widen_16bit_weights`); steps with less estimated work than
-/// `parallel_min_work` are marked serial.
-RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget,
-                                                             Winograd winograd = Winograd::f2,
-                                                             bool widen_16bit_weights = false,
-                                                             std::int64_t parallel_min_work = kParallelMinWork);
+/// aliases, packs constant weights and plans the arena, as `options` ask.
+RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, const BuildOptions& options);
 
 }  // namespace rml::detail

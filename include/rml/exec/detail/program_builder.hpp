@@ -25,14 +25,13 @@ namespace rml::detail {
 /// Builds the program: compiles and checks every node, fuses, aliases, plans the arena.
 class ProgramBuilder {
  public:
-  ProgramBuilder(const GraphDef& g, int threads, std::size_t budget, Winograd winograd, bool widen_16bit_weights,
-                 std::int64_t parallel_min_work)
+  ProgramBuilder(const GraphDef& g, const BuildOptions& options)
       : g_(g),
-        threads_(threads),
-        budget_(budget),
-        winograd_(winograd),
-        parallel_min_work_(parallel_min_work),
-        widen_16bit_(widen_16bit_weights) {}
+        threads_(options.threads),
+        budget_(options.budget),
+        winograd_(options.winograd),
+        parallel_min_work_(options.parallel_min_work),
+        widen_16bit_(options.widen_16bit_weights) {}
 
   Result<std::shared_ptr<Program>> build() {
     auto prog = std::make_shared<Program>();
@@ -307,8 +306,8 @@ class ProgramBuilder {
       if (copy.dims.size() != 2 || copy.in_offset != 0 || copy.in_strides != Dims{1, p_->types[w].shape.dims()[1]})
         continue;
       const auto mm = sole_reader(wt, j);
-      if (!mm || compiled_[*mm].op != OpCode::MatMul || g_.nodes[*mm].inputs[1] != wt || g_.nodes[*mm].inputs[0] == wt ||
-          !packable(compiled_[*mm].as<MatMulPlan>()))
+      if (!mm || compiled_[*mm].op != OpCode::MatMul || g_.nodes[*mm].inputs[1] != wt ||
+          g_.nodes[*mm].inputs[0] == wt || !packable(compiled_[*mm].as<MatMulPlan>()))
         continue;
       transposed_weight_[*mm] = static_cast<std::int64_t>(w);
       absorbed_[j] = 1;
@@ -408,9 +407,7 @@ class ProgramBuilder {
     for (Step& s : p_->steps) s.serial = step_work(s) < parallel_min_work_;
   }
 
-  [[nodiscard]] std::size_t root(ValueId v) const {
-    return p_->home[v] == ValueHome::alias ? p_->slot[v] : v;
-  }
+  [[nodiscard]] std::size_t root(ValueId v) const { return p_->home[v] == ValueHome::alias ? p_->slot[v] : v; }
 
   Status place_values() {
     const std::size_t nv = g_.values.size();
@@ -451,8 +448,10 @@ class ProgramBuilder {
     RML_RETURN_IF_ERROR(sum_buffers_within(buffers, budget_, p_->intermediate_bytes));
     p_->arena_bytes = plan_arena(buffers);
     for (std::size_t i = 0; i < buffers.size(); ++i) {
-      if (owner[i] < nv) p_->slot[owner[i]] = buffers[i].offset;
-      else p_->steps[owner[i] - nv].scratch_offset = buffers[i].offset;
+      if (owner[i] < nv)
+        p_->slot[owner[i]] = buffers[i].offset;
+      else
+        p_->steps[owner[i] - nv].scratch_offset = buffers[i].offset;
     }
     return {};
   }
@@ -472,10 +471,8 @@ class ProgramBuilder {
   std::vector<std::int64_t> transposed_weight_;  ///< per matmul node: the constant it packs transposed, or -1
 };
 
-RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, int threads, std::size_t budget,
-                                                             Winograd winograd, bool widen_16bit_weights,
-                                                             std::int64_t parallel_min_work) {
-  return ProgramBuilder(graph, threads, budget, winograd, widen_16bit_weights, parallel_min_work).build();
+RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, const BuildOptions& options) {
+  return ProgramBuilder(graph, options).build();
 }
 
 }  // namespace rml::detail
