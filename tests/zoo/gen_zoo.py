@@ -26,8 +26,10 @@ kernels. PyTorch 1.13 has no float16 convolution, matmul or layer norm on the CP
 float32 model on the f16-rounded weights and input with every ATen op's float result rounded to float16 (a
 TorchDispatchMode): a float16 kernel that accumulates in float32 and rounds its result, as PyTorch's CUDA ones do.
 No .onnx is written for these. A file READY holding one line is written when all are done.
+With --half it writes the same files (without .flops) for the CI-sized models.HALF at batch 1, as
+<m>_b1_f16 and <m>_b1_bf16; tests/conformance compares rml with `output.0` (see kHalfTolerance there).
 
-Usage: gen_zoo.py --out DIR [--models mlp,cnn,...|--committed|--generated|--real|--real16] [--keep-onnx] [--check]
+Usage: gen_zoo.py --out DIR [--models mlp,cnn,...|--committed|--generated|--real|--real16|--half] [--keep-onnx] [--check]
 """
 
 from __future__ import annotations
@@ -199,10 +201,9 @@ def _as_16bit(t: torch.Tensor):
     return t.numpy().astype(np.float16)
 
 
-def generate_real16(name: str, batch: int, out: str) -> None:
-    """One real-size model in f16 and in bf16 (see the module docstring)."""
+def generate_16bit(name: str, batch: int, out: str, flops: bool) -> None:
+    """One model in f16 and in bf16 (see the module docstring), with its .flops file if `flops`."""
     model, inputs = models.build(name, batch)
-    flops = _flops(model, inputs)
     for suffix, dtype in (("f16", torch.float16), ("bf16", torch.bfloat16)):
         stem = os.path.join(out, f"{name}_b{batch}_{suffix}")
         low = copy.deepcopy(model).to(dtype)
@@ -221,8 +222,9 @@ def generate_real16(name: str, batch: int, out: str) -> None:
                           {"model": name, "batch": str(batch), "dtype": suffix, "producer": producer,
                            "output_f32": "the f32 model on the rounded input"})
         from_torch(low, low_inputs, stem, narrow=False)
-        with open(f"{stem}.flops", "w") as f:
-            f.write(f"{flops:.0f}\n")
+        if flops:
+            with open(f"{stem}.flops", "w") as f:
+                f.write(f"{_flops(model, inputs):.0f}\n")
 
 
 def main(argv=None) -> int:
@@ -234,6 +236,7 @@ def main(argv=None) -> int:
     group.add_argument("--generated", action="store_true", help="the large models generated at test time")
     group.add_argument("--real", action="store_true", help="the benchmark's real-size models (models.REAL)")
     group.add_argument("--real16", action="store_true", help="f16 and bf16 copies of models.REAL16")
+    group.add_argument("--half", action="store_true", help="f16 and bf16 copies of models.HALF (the CI's)")
     parser.add_argument("--keep-onnx", action="store_true")
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
@@ -252,10 +255,18 @@ def main(argv=None) -> int:
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
         for name in models.REAL16:
             start = time.perf_counter()
-            generate_real16(name, models.REAL[name][2], args.out)
+            generate_16bit(name, models.REAL[name][2], args.out, True)
             print(f"{name}: {time.perf_counter() - start:.2f} s", flush=True)
         with open(os.path.join(args.out, "READY"), "w") as f:
             f.write(f"gen_zoo.py --real16: {', '.join(models.REAL16)} in f16 and bf16\n")
+        return 0
+    if args.half:
+        os.makedirs(args.out, exist_ok=True)
+        torch.set_num_threads(min(2, torch.get_num_threads()))
+        for name in models.HALF:
+            start = time.perf_counter()
+            generate_16bit(name, 1, args.out, False)
+            print(f"{name}_b1 f16/bf16: {time.perf_counter() - start:.2f} s", flush=True)
         return 0
     if args.models:
         names = args.models.split(",")

@@ -191,6 +191,8 @@ REAL = {
 
 # The real-size models gen_zoo.py --real16 also writes in f16 and bf16.
 REAL16 = ("resnet18_224", "encoder_bert")
+# The zoo models tests/conformance also runs in f16 and bf16 (gen_zoo.py --half), at batch 1.
+HALF = ("resnet18", "transformer")
 
 
 def build(name: str, batch: int):
