@@ -568,8 +568,9 @@ def _argmax(ctx, x, axis=0, keepdims=1, select_last_index=0, **a):
     if ctx.node.op_type == "ArgMin":
         x = ctx.op("neg", x)
     axis = normalize_axis(axis, len(x.shape))
-    if not select_last_index:  # ONNX's indices are INT64: i64 unless narrowing
-        return ctx.op("argmax", x, axis=axis, keepdims=bool(keepdims), output_dtype="i32" if ctx.b.narrow else "i64")
+    if not select_last_index:  # ONNX's indices are INT64: i64 unless narrowing (then no attribute: the seed format)
+        wide = {} if ctx.b.narrow else {"output_dtype": "i64"}
+        return ctx.op("argmax", x, axis=axis, keepdims=bool(keepdims), **wide)
     size = x.shape[axis]
     reversed_x = ctx.op("gather", x, ctx.b.const(np.arange(size - 1, -1, -1, dtype=np.int32)), axis=axis)
     index = ctx.op("cast", ctx.op("argmax", reversed_x, axis=axis, keepdims=bool(keepdims)), to="f32")

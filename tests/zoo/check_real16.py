@@ -79,7 +79,8 @@ def main(argv=None) -> int:
         with open(path + ".json") as f:
             graph = json.load(f)
         values = {v["name"]: v for v in graph["values"]}
-        input_name = graph["inputs"][0] if isinstance(graph["inputs"][0], str) else graph["values"][graph["inputs"][0]]["name"]
+        first = graph["inputs"][0]
+        input_name = first if isinstance(first, str) else graph["values"][first]["name"]
         dtype = values[input_name]["dtype"]
         tensors, _ = read_safetensors(path + ".expected.safetensors")
         x = tensors["input.0"]

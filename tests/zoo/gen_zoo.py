@@ -29,7 +29,8 @@ No .onnx is written for these. A file READY holding one line is written when all
 With --half it writes the same files (without .flops) for the CI-sized models.HALF at batch 1, as
 <m>_b1_f16 and <m>_b1_bf16; tests/conformance compares rml with `output.0` (see kHalfTolerance there).
 
-Usage: gen_zoo.py --out DIR [--models mlp,cnn,...|--committed|--generated|--real|--real16|--half] [--keep-onnx] [--check]
+Usage: gen_zoo.py --out DIR [--models mlp,cnn,...|--committed|--generated|--real|--real16|--half]
+                  [--keep-onnx] [--check]
 """
 
 from __future__ import annotations
