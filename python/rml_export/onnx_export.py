@@ -270,9 +270,29 @@ def _xor(ctx, a, b, **k):
 
 @_handles("Pow")
 def _pow(ctx, base, exponent, **a):
-    if base.dtype not in ops.FLOAT_DTYPES:
-        raise ExportError("integer Pow base (rml pow takes f32, f16 and bf16)")
-    return ctx.op("pow", base, ctx.to_dtype(exponent, base.dtype))  # integer exponents: exact in f32 up to 2^24
+    if base.dtype not in ops.FLOAT_DTYPES and ctx.b.narrow:
+        raise ExportError("integer Pow base (narrowed, rml arithmetic is f32)")
+    # A float base: integer exponents are exact in f32 up to 2^24. An integer base: rml's integer pow (wraps;
+    # a negative exponent fails the run), with a float exponent only when it is a constant holding integers.
+    if base.dtype not in ops.FLOAT_DTYPES and exponent.dtype in ops.FLOAT_DTYPES:
+        data = _float_data(exponent) if exponent.is_const else None
+        if data is None or not np.all(np.isfinite(data) & (data == np.trunc(data))):
+            raise ExportError("integer Pow with a float exponent that is not a constant holding integers")
+    return ctx.op("pow", base, ctx.to_dtype(exponent, base.dtype))
+
+
+def _float_data(v) -> np.ndarray:
+    data = v.data
+    return data.to_float32() if hasattr(data, "to_float32") else np.asarray(data, dtype=np.float64)
+
+
+@_handles("Mod")
+def _mod(ctx, a, b, fmod=0, **k):
+    if a.dtype not in ops.FLOAT_DTYPES and ctx.b.narrow:
+        raise ExportError("integer Mod (narrowed, rml arithmetic is f32)")
+    if a.dtype in ops.FLOAT_DTYPES and not fmod:
+        raise ExportError("Mod on floats with fmod=0 (ONNX requires fmod=1)")
+    return ctx.op("mod", a, ctx.to_dtype(b, a.dtype), fmod=bool(fmod))
 
 
 for _n, _op in (("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("Div", "div"),
@@ -548,8 +568,9 @@ def _argmax(ctx, x, axis=0, keepdims=1, select_last_index=0, **a):
     if ctx.node.op_type == "ArgMin":
         x = ctx.op("neg", x)
     axis = normalize_axis(axis, len(x.shape))
-    if not select_last_index:
-        return ctx.op("argmax", x, axis=axis, keepdims=bool(keepdims))
+    if not select_last_index:  # ONNX's indices are INT64: i64 unless narrowing (then no attribute: the seed format)
+        wide = {} if ctx.b.narrow else {"output_dtype": "i64"}
+        return ctx.op("argmax", x, axis=axis, keepdims=bool(keepdims), **wide)
     size = x.shape[axis]
     reversed_x = ctx.op("gather", x, ctx.b.const(np.arange(size - 1, -1, -1, dtype=np.int32)), axis=axis)
     index = ctx.op("cast", ctx.op("argmax", reversed_x, axis=axis, keepdims=bool(keepdims)), to="f32")

@@ -10,7 +10,7 @@ from typing import Dict, Sequence, Tuple
 
 UNARY = ("neg", "abs", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "reciprocal", "erf", "gelu", "silu",
          "sin", "cos")
-BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "less", "greater")
+BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "less", "greater", "mod")
 REDUCTIONS = ("sum", "mean", "max", "min")
 DATA_MOVEMENT = ("reshape", "transpose", "concat", "slice", "expand", "pad", "copy")
 OTHER = ("where", "matmul", "conv2d", "max_pool2d", "avg_pool2d", "softmax", "argmax", "gather", "cast")
@@ -23,8 +23,8 @@ NUMERIC_DTYPES = ("f32", "f16", "bf16", "i32", "i64")
 COMPARISONS = ("equal", "less", "greater")
 # Ops that take every numeric dtype; the other unary and binary ops, matmul, conv2d, the pools, softmax and
 # mean take the float dtypes (16-bit floats compute in f32 and round each result).
-NUMERIC_OPS = frozenset(("neg", "abs", "relu", "add", "sub", "mul", "div", "maximum", "minimum", "sum", "max", "min")
-                        + COMPARISONS)
+NUMERIC_OPS = frozenset(("neg", "abs", "relu", "add", "sub", "mul", "div", "pow", "mod", "maximum", "minimum", "sum",
+                         "max", "min") + COMPARISONS)
 
 Type = Tuple[str, Tuple[int, ...]]  # (dtype, shape)
 
@@ -94,6 +94,8 @@ def infer(op: str, inputs: Sequence[Type], attrs: Dict) -> Type:
         need(2)
         if op in COMPARISONS:  # bool, except the f32 0/1 mask f32 inputs have always given
             return ("f32" if dtypes[0] == "f32" else "bool"), broadcast_shapes(*shapes)
+        if op == "mod" and dtypes[0] in FLOAT_DTYPES and not attrs.get("fmod", False):
+            raise ExportError("mod on floats needs fmod=True")
         return dtypes[0], broadcast_shapes(*shapes)
     if op == "where":
         need(3, f32=False)
@@ -148,7 +150,9 @@ def infer(op: str, inputs: Sequence[Type], attrs: Dict) -> Type:
             axes = [normalize_axis(a, len(x)) for a in attrs.get("axes", [])] or list(range(len(x)))
         keep = attrs.get("keepdims", False)
         out = tuple((1 if i in axes else d) for i, d in enumerate(x) if keep or i not in axes)
-        return ("i32" if op == "argmax" else dtypes[0]), out
+        if op == "argmax" and attrs.get("output_dtype", "i32") not in ("i32", "i64"):
+            raise ExportError(f"argmax output_dtype must be i32 or i64, got {attrs['output_dtype']}")
+        return (attrs.get("output_dtype", "i32") if op == "argmax" else dtypes[0]), out
     if op == "softmax":
         need(1)
         normalize_axis(attrs.get("axis", -1), len(shapes[0]))

@@ -44,6 +44,7 @@ _UNARY = {
 _BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
     "maximum": np.maximum, "minimum": np.minimum, "equal": np.equal, "less": np.less, "greater": np.greater,
+    "mod": np.fmod,  # floats: fmod only (ops.py refuses the other); integers below
 }
 
 
@@ -126,6 +127,15 @@ def run_op(op: str, inputs: Sequence[np.ndarray], attrs: Dict) -> np.ndarray:
                 return np.where((a < 0) != (b < 0), -q, q).astype(np.result_type(a, b))
             if op in ("add", "sub", "mul", "maximum", "minimum"):
                 return _BINARY[op](a, b)
+            if op == "pow":
+                if np.any(b < 0):
+                    raise ValueError("integer pow with a negative exponent")
+                return np.power(a, b)  # wraps as mul does
+            if op == "mod":
+                if np.any(b == 0):
+                    raise ValueError("integer mod by zero")
+                r = np.fmod(a, b) if attrs.get("fmod", False) else np.mod(a, b)  # C's sign / Python's sign
+                return r.astype(np.result_type(a, b))
         with np.errstate(all="ignore"):
             return _f32(_BINARY[op](_f32(a), _f32(b)))
     if op == "where":
@@ -154,7 +164,7 @@ def run_op(op: str, inputs: Sequence[np.ndarray], attrs: Dict) -> np.ndarray:
         y = np.argmax(x, axis=attrs["axis"])
         if attrs.get("keepdims", False):
             y = np.expand_dims(y, attrs["axis"])
-        return y.astype(np.int32)
+        return y.astype(np.int64 if attrs.get("output_dtype", "i32") == "i64" else np.int32)
     if op == "cast":
         to = attrs["to"]
         if to == "bool":

@@ -32,9 +32,11 @@ class BF16Array:
         """Rounds to the nearest bfloat16, ties to even (as PyTorch and rml do); NaN stays NaN."""
         f = np.asarray(values, dtype=np.float32)
         u = f.view(np.uint32).astype(np.uint64)
-        rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        # np.uint64 operands: NumPy 1.x refuses uint64 >> (python int) on 0-d arrays (it promotes to float64).
+        one, half, shift = np.uint64(1), np.uint64(0x7FFF), np.uint64(16)
+        rounded = np.asarray((u + half + ((u >> shift) & one)) >> shift).astype(np.uint16)
         nan = np.isnan(f)
-        rounded[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
+        rounded[nan] = ((u[nan] >> shift) | np.uint64(0x40)).astype(np.uint16)
         return BF16Array(rounded.reshape(f.shape))
 
     @property
@@ -47,7 +49,7 @@ class BF16Array:
 
     def to_float32(self) -> np.ndarray:
         """The values, widened exactly."""
-        return (self.bits.astype(np.uint32) << 16).view(np.float32)
+        return np.asarray(self.bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 def write_safetensors(path, tensors: Iterable[Tuple[str, np.ndarray]], metadata: Optional[Mapping[str, str]] = None):

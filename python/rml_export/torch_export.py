@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from . import lower
 from .graph import GraphBuilder, Value
-from .ops import ExportError, normalize_axis
+from .ops import FLOAT_DTYPES, ExportError, normalize_axis
 from .safetensors import BF16Array
 
 _TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
@@ -485,6 +485,30 @@ for _n, _op in (("__radd__", "add"), ("__rsub__", "sub"), ("__rmul__", "mul"), (
                 ("__rpow__", "pow")):
     METHOD_HANDLERS[_n] = _binary(_op, swap=True)
 FUNCTION_HANDLERS[torch.rsub] = _binary("sub", swap=True)
+
+
+def _remainder(fmod, swap=False):
+    """`%`, torch.remainder (the divisor's sign) and torch.fmod (the dividend's) as rml's mod, on integers; on
+    floats torch.fmod only (rml's float mod is C's fmod)."""
+    def lowering(ctx, a, b):
+        a, b = (b, a) if swap else (a, b)
+        dtype = next(ctx.value(v).dtype for v in (a, b) if isinstance(v, (Value, _Param, torch.Tensor)))
+        if dtype in FLOAT_DTYPES and not fmod:
+            raise ExportError("remainder of floats (rml's mod on floats is fmod)")
+        if dtype not in FLOAT_DTYPES and ctx.b.narrow:
+            raise ExportError("integer remainder (narrowed, rml arithmetic is f32)")
+        if dtype in ("i32", "i64"):  # a Python integer operand as a constant of the tensor's dtype, not f32
+            a, b = (ctx.b.const(np.array(v, dtype=np.int64 if dtype == "i64" else np.int32))
+                    if isinstance(v, int) and not isinstance(v, bool) else v for v in (a, b))
+        return ctx.op("mod", a, b, fmod=fmod)
+    return lowering
+
+
+for _f, _fmod in ((torch.remainder, False), (operator.mod, False), (torch.fmod, True)):
+    FUNCTION_HANDLERS[_f] = _remainder(_fmod)
+for _n, _fmod in (("remainder", False), ("__mod__", False), ("fmod", True)):
+    METHOD_HANDLERS[_n] = _remainder(_fmod)
+METHOD_HANDLERS["__rmod__"] = _remainder(False, swap=True)
 
 
 def _not(ctx, x):

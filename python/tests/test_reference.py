@@ -62,3 +62,24 @@ def test_data_movement_and_indexing():
         pass
     else:
         raise AssertionError("an out-of-range gather index was accepted")
+
+
+def test_integer_pow_and_mod_against_torch():
+    """Integer pow wraps like torch's (both multiply in the type); mod's two sign rules are torch's remainder
+    (the divisor's sign) and fmod (the dividend's)."""
+    a = torch.tensor([-7, 7, -7, 7, 0, 5], dtype=torch.int32)
+    b = torch.tensor([3, -3, -3, 3, 4, 1], dtype=torch.int32)
+    an, bn = a.numpy(), b.numpy()
+    assert np.array_equal(run_op("mod", [an, bn], {}), torch.remainder(a, b).numpy())
+    assert np.array_equal(run_op("mod", [an, bn], {"fmod": True}), torch.fmod(a, b).numpy())
+    base = torch.tensor([3, -2, 2, 7], dtype=torch.int64)
+    exp = torch.tensor([41, 63, 64, 0], dtype=torch.int64)
+    assert np.array_equal(run_op("pow", [base.numpy(), exp.numpy()], {}), torch.pow(base, exp).numpy())
+    for bad in ({"op": "pow", "b": np.array([-1], np.int32)}, {"op": "mod", "b": np.array([0], np.int32)}):
+        try:
+            run_op(bad["op"], [np.array([2], np.int32), bad["b"]], {})
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad['op']} accepted {bad['b']}")
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    assert run_op("argmax", [x], {"axis": 1, "output_dtype": "i64"}).dtype == np.int64

@@ -35,3 +35,14 @@ def test_rejects_unsupported_dtype(tmp_path):
         assert "'s'" in str(e)
     else:
         raise AssertionError("a string tensor was written")
+
+
+def test_bf16_scalars_round_and_widen():
+    """0-d arrays (a scalar constant such as a layer norm's eps) round like PyTorch and widen back."""
+    import torch
+    from rml_export.safetensors import BF16Array
+    for v in (1e-5, 1.0, 3.14159, -0.0, 65504.0):
+        bits = BF16Array.from_float(np.float32(v)).bits
+        assert bits.shape == ()
+        assert int(bits) == int(torch.tensor(v).bfloat16().view(torch.int16)) & 0xFFFF
+        assert float(BF16Array(bits).to_float32()) == float(torch.tensor(v).bfloat16().float())

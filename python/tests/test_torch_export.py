@@ -334,3 +334,26 @@ def test_half_and_bfloat16_models_export_as_such(tmp_path, dtype, rml_dtype, sto
     assert np.max(np.abs(got.astype(np.float32) - want)) <= tol * max(1.0, np.max(np.abs(want)))
     narrowed = from_torch(cnn.to(dtype), (x.to(dtype),), narrow=True)
     assert {v["dtype"] for v in narrowed["values"]} == {"f32"}
+
+
+class Remainders(nn.Module):
+    def forward(self, i, j, x):
+        return i % 3, torch.remainder(i, j), torch.fmod(i, j), 7 % j, torch.fmod(x, 0.75)
+
+
+def test_integer_remainder_and_fmod(tmp_path):
+    """`%` and torch.remainder take the divisor's sign, torch.fmod the dividend's: rml's mod with fmod false and
+    true, on int64 kept as i64; on floats only fmod lowers."""
+    i = torch.tensor([[-7, 7, -8, 9], [0, -1, 5, -5]])
+    j = torch.tensor([3, -3, -3, 4])
+    x = torch.randn(2, 4) * 4
+    graph = run_both(Remainders(), (i, j, x), tmp_path)
+    mods = [n.get("attrs", {}).get("fmod", False) for n in graph["nodes"] if n["op"] == "mod"]
+    assert mods.count(True) == 2 and mods.count(False) == 3
+
+    class FloatRemainder(nn.Module):
+        def forward(self, x):
+            return x % 2.0
+
+    with pytest.raises(ExportError, match="remainder of floats"):
+        from_torch(FloatRemainder(), (x,))

@@ -3,6 +3,7 @@
 // under UBSan), and the gate refuses GraphDefs that would be indexed out of bounds.
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -105,6 +106,25 @@ TEST_CASE("outputs whose byte size overflows are refused for every op family") {
   CHECK(compile("gather", {f32({2, p2(40)}), TensorType{DType::i32, {p2(30)}}}).find(too_big) != std::string::npos);
 }
 
+TEST_CASE("mod on floats needs fmod; argmax's output_dtype is i32 or i64") {
+  CHECK(compile("mod", {f32({2}), f32({2})}) ==
+        "INVALID_ARGUMENT: mod: mod on f32 needs fmod = true (the remainder of C's fmod, as ONNX Mod requires for "
+        "floats)");
+  CHECK(compile("mod", {f32({2}), f32({3, 1})}, {{"fmod", true}}) == "f32 [3, 2]");
+  CHECK(compile("mod", {{DType::i64, {2}}, {DType::i64, {2}}}) == "i64 [2]");
+  CHECK(compile("mod", {{DType::i32, {2}}, {DType::i64, {2}}}).find("dtypes must agree") != std::string::npos);
+  CHECK(compile("pow", {{DType::i32, {4}}, {DType::i32, {1}}}) == "i32 [4]");
+  CHECK(compile("argmax", {f32({2, 5})}, {{"axis", std::int64_t{1}}}) == "i32 [2]");
+  CHECK(compile("argmax", {f32({2, 5})}, {{"axis", std::int64_t{1}}, {"output_dtype", std::string("i64")}}) ==
+        "i64 [2]");
+  CHECK(compile("argmax", {f32({2, 5})}, {{"axis", std::int64_t{1}}, {"output_dtype", std::string("f32")}}) ==
+        "INVALID_ARGUMENT: argmax: attribute 'output_dtype' must be \"i32\" or \"i64\", got \"f32\"");
+  CHECK(compile("argmax", {f32({1, p2(31) + 1})}, {{"axis", std::int64_t{1}}}).find("indices beyond i32") !=
+        std::string::npos);
+  CHECK(compile("argmax", {f32({1, p2(31) + 1})}, {{"axis", std::int64_t{1}}, {"output_dtype", std::string("i64")}}) ==
+        "i64 [1]");
+}
+
 TEST_CASE("the gate refuses what would be read out of bounds") {
   GraphDef g;
   g.values = {{"x", f32({2})}, {"y", f32({2})}};
@@ -139,6 +159,27 @@ TEST_CASE("the gate refuses what would be read out of bounds") {
   bad.constants.push_back({0, "", Tensor(), false});
   bad.inputs = {};
   CHECK(validate_graph(bad).to_string() == "INVALID_ARGUMENT: constants[0]: value 0 (x) has no data");
+  {  // a bool constant may hold only the bytes 0 and 1 (kernels read them as bool)
+    GraphDef b;
+    const TensorType b3{DType::boolean, {3}};
+    b.values = {{"m", b3}, {"y", b3}};
+    b.outputs = {1};
+    NodeDef n;
+    n.op = "logical_not";
+    n.inputs = {0};
+    n.outputs = {1};
+    b.nodes = {n};
+    Tensor data = Tensor::zeros(b3);
+    data.mutable_raw_data()[0] = std::byte{1};
+    b.constants.push_back({0, "", data, true});
+    CHECK(validate_graph(b).ok());
+    data = Tensor::zeros(b3);
+    data.mutable_raw_data()[2] = std::byte{255};
+    b.constants[0].data = data;
+    CHECK(validate_graph(b).to_string() ==
+          "INVALID_ARGUMENT: constants[0].data: value 0 (m) is bool but its byte 2 is 255, not 0 or 1");
+    CHECK(Graph::from_def(b).error().code() == Code::invalid_argument);
+  }
   bad = g;
   bad.nodes[0].op = "";
   CHECK(validate_graph(bad).to_string() == "INVALID_ARGUMENT: nodes[0].op: is empty");

@@ -13,7 +13,7 @@
 using namespace rml;
 
 TEST_CASE("op names map both ways") {
-  CHECK(op_count == 48);
+  CHECK(op_count == 49);
   for (std::size_t i = 0; i < op_count; ++i) {
     const auto c = static_cast<OpCode>(i);
     REQUIRE(find_op(op_name(c)) == c);
@@ -44,6 +44,7 @@ TEST_CASE("the stored numbers of OpCode are append-only") {
   CHECK(static_cast<int>(OpCode::Where) == 44);
   CHECK(static_cast<int>(OpCode::LogicalAnd) == 45);
   CHECK(static_cast<int>(OpCode::LogicalNot) == 47);
+  CHECK(static_cast<int>(OpCode::Mod) == 48);
 }
 
 TEST_CASE("families and arity bounds") {

@@ -22,6 +22,10 @@ add_test(NAME zoo_generate_large
          COMMAND ${RML_PYTHON3} "${CMAKE_CURRENT_SOURCE_DIR}/zoo/gen_zoo.py" --generated --out "${rml_conformance_dir}/zoo")
 set_tests_properties(zoo_generate_large PROPERTIES FIXTURES_SETUP rml_zoo_large LABELS "conformance"
                                                    ENVIRONMENT "${rml_python_env}" TIMEOUT 300)
+add_test(NAME zoo_generate_half
+         COMMAND ${RML_PYTHON3} "${CMAKE_CURRENT_SOURCE_DIR}/zoo/gen_zoo.py" --half --out "${rml_conformance_dir}/zoo16")
+set_tests_properties(zoo_generate_half PROPERTIES FIXTURES_SETUP rml_zoo_half LABELS "conformance"
+                                                  ENVIRONMENT "${rml_python_env}" TIMEOUT 300)
 add_test(NAME onnx_nodes_convert
          COMMAND ${RML_PYTHON3} "${CMAKE_CURRENT_SOURCE_DIR}/conformance/convert_node_tests.py"
                  --out "${rml_conformance_dir}/onnx_nodes")
@@ -37,9 +41,11 @@ if(EXISTS "${PROJECT_SOURCE_DIR}/include/rml/exec/executor.hpp")
                                                            RML_TEST_BUILD_DIR="${RML_TEST_BUILD_DIR}")
   add_test(NAME conformance_zoo_small COMMAND rml_tests_conformance --no-version=true "--test-case=zoo: committed*")
   add_test(NAME conformance_zoo_large COMMAND rml_tests_conformance --no-version=true "--test-case=zoo: generated*")
+  add_test(NAME conformance_zoo_half COMMAND rml_tests_conformance --no-version=true "--test-case=zoo: 16-bit*")
   add_test(NAME conformance_onnx_nodes COMMAND rml_tests_conformance --no-version=true "--test-case=onnx node tests")
-  set_tests_properties(conformance_zoo_small conformance_zoo_large conformance_onnx_nodes
+  set_tests_properties(conformance_zoo_small conformance_zoo_large conformance_zoo_half conformance_onnx_nodes
                        PROPERTIES LABELS "conformance" TIMEOUT 300)
   set_tests_properties(conformance_zoo_large PROPERTIES FIXTURES_REQUIRED rml_zoo_large)
   set_tests_properties(conformance_onnx_nodes PROPERTIES FIXTURES_REQUIRED rml_onnx_nodes)
+  set_tests_properties(conformance_zoo_half PROPERTIES FIXTURES_REQUIRED rml_zoo_half)
 endif()

@@ -120,6 +120,13 @@ TEST_CASE("eager ops compute at once") {
   CHECK(ops::matmul(x, x).to_vector<float>() == std::vector<float>{-5, 6, -9, 10});
   CHECK(ops::sum(x, {1}, true).shape() == Shape{2, 1});
   CHECK(ops::argmax(x, 1).to_vector<std::int32_t>() == std::vector<std::int32_t>{0, 0});
+  const Tensor n = Tensor::from_vector<std::int32_t>({-7, 7, -7, 7}, {4});
+  const Tensor d = Tensor::from_vector<std::int32_t>({3, -3, -3, 3}, {4});
+  CHECK(ops::mod(n, d).to_vector<std::int32_t>() == std::vector<std::int32_t>{2, -2, -1, 1});
+  CHECK(ops::mod(n, d, true).to_vector<std::int32_t>() == std::vector<std::int32_t>{-1, 1, -1, 1});
+  CHECK(ops::pow(d, Tensor::from_vector<std::int32_t>({3}, {1})).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{27, -27, -27, 27});
+  CHECK_THROWS_AS((void)ops::mod(n, Tensor::from_vector<std::int32_t>({0}, {1})), Error);
   const Tensor bad = Tensor::from_vector<float>({1, 2, 3}, {3});
   CHECK_THROWS_AS((void)ops::add(x, bad), Error);
   try {

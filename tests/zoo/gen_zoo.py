@@ -17,12 +17,26 @@ expected file, the PyTorch-route export and the .onnx, each step on its own. A s
 error message, and the other steps still run. Then <m>_b<b>.flops holds the model's FLOPs (2 x multiply-adds
 of every Conv2d and Linear, counted by PyTorch hooks), an engine-independent count for the benchmark.
 
-Usage: gen_zoo.py --out DIR [--models mlp,cnn,...|--committed|--generated|--real] [--keep-onnx] [--check]
+With --real16 it writes 16-bit copies of two real-size models (models.REAL16: ResNet-18 at 224 and the BERT-size
+encoder layer, the modules and seeds of --real) as <m>_b<b>_f16 and <m>_b<b>_bf16: the PyTorch-route export of
+`.half()` / `.bfloat16()` (weights stored 16-bit, narrow=False), the .flops file, and an expected file holding
+`input.0` (the f32 input rounded to the model's dtype), `output.0` (the reference in the model's dtype) and
+`output_f32.0` (the f32 model run on the rounded input, widened exactly). The bf16 reference is PyTorch's bf16 CPU
+kernels. PyTorch 1.13 has no float16 convolution, matmul or layer norm on the CPU, so the f16 reference is the
+float32 model on the f16-rounded weights and input with every ATen op's float result rounded to float16 (a
+TorchDispatchMode): a float16 kernel that accumulates in float32 and rounds its result, as PyTorch's CUDA ones do.
+No .onnx is written for these. A file READY holding one line is written when all are done.
+With --half it writes the same files (without .flops) for the CI-sized models.HALF at batch 1, as
+<m>_b1_f16 and <m>_b1_bf16; tests/conformance compares rml with `output.0` (see kHalfTolerance there).
+
+Usage: gen_zoo.py --out DIR [--models mlp,cnn,...|--committed|--generated|--real|--real16|--half]
+                  [--keep-onnx] [--check]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import warnings
 import os
 import sys
@@ -37,7 +51,7 @@ import torch  # noqa: E402
 
 import models  # noqa: E402
 from rml_export import from_onnx, from_torch, reference  # noqa: E402
-from rml_export.safetensors import write_safetensors  # noqa: E402
+from rml_export.safetensors import BF16Array, write_safetensors  # noqa: E402
 
 OPSET = 14
 
@@ -160,6 +174,60 @@ def generate_real(name: str, batch: int, out: str) -> None:
         f.write(f"{_flops(model, inputs):.0f}\n")
 
 
+def _f16_reference(model, inputs):
+    """The float16 reference: `model` (float16) widened exactly to float32 and run with every ATen op's float32
+    result rounded to float16. Autograd stays enabled so nn.TransformerEncoderLayer takes its decomposed path
+    (its fused fast path would be one op, rounded once)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_map
+
+    def to_f16(t):
+        return t.half().float() if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t
+
+    class RoundToF16(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return tree_map(to_f16, func(*args, **(kwargs or {})))
+
+    widened = copy.deepcopy(model).float()
+    with torch.enable_grad(), RoundToF16():
+        out = widened(*[t.float() for t in inputs])
+    return out.detach().half()
+
+
+def _as_16bit(t: torch.Tensor):
+    """A float16 or bfloat16 tensor as write_safetensors takes it (bfloat16 as its bits)."""
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return BF16Array(t.view(torch.int16).numpy().view(np.uint16))
+    return t.numpy().astype(np.float16)
+
+
+def generate_16bit(name: str, batch: int, out: str, flops: bool) -> None:
+    """One model in f16 and in bf16 (see the module docstring), with its .flops file if `flops`."""
+    model, inputs = models.build(name, batch)
+    for suffix, dtype in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+        stem = os.path.join(out, f"{name}_b{batch}_{suffix}")
+        low = copy.deepcopy(model).to(dtype)
+        low_inputs = tuple(t.to(dtype) for t in inputs)
+        with torch.no_grad():
+            reference_f32 = model(*[t.float() for t in low_inputs])
+            if dtype == torch.bfloat16:
+                reference = low(*low_inputs)
+                producer = f"torch {torch.__version__} bfloat16 CPU kernels"
+            else:
+                reference = _f16_reference(low, low_inputs)
+                producer = f"torch {torch.__version__} float32 kernels, each ATen op's result rounded to float16"
+        tensors = [("input.0", _as_16bit(low_inputs[0])), ("output.0", _as_16bit(reference)),
+                   ("output_f32.0", reference_f32.numpy().astype(np.float32))]
+        write_safetensors(f"{stem}.expected.safetensors", tensors,
+                          {"model": name, "batch": str(batch), "dtype": suffix, "producer": producer,
+                           "output_f32": "the f32 model on the rounded input"})
+        from_torch(low, low_inputs, stem, narrow=False)
+        if flops:
+            with open(f"{stem}.flops", "w") as f:
+                f.write(f"{_flops(model, inputs):.0f}\n")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
@@ -168,6 +236,8 @@ def main(argv=None) -> int:
     group.add_argument("--committed", action="store_true", help="the small models committed under tests/data/zoo")
     group.add_argument("--generated", action="store_true", help="the large models generated at test time")
     group.add_argument("--real", action="store_true", help="the benchmark's real-size models (models.REAL)")
+    group.add_argument("--real16", action="store_true", help="f16 and bf16 copies of models.REAL16")
+    group.add_argument("--half", action="store_true", help="f16 and bf16 copies of models.HALF (the CI's)")
     parser.add_argument("--keep-onnx", action="store_true")
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
@@ -179,6 +249,25 @@ def main(argv=None) -> int:
             start = time.perf_counter()
             generate_real(name, batch, args.out)
             print(f"{name}_b{batch}: {time.perf_counter() - start:.2f} s", flush=True)
+        return 0
+    if args.real16:
+        os.makedirs(args.out, exist_ok=True)
+        torch.set_num_threads(min(2, torch.get_num_threads()))
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        for name in models.REAL16:
+            start = time.perf_counter()
+            generate_16bit(name, models.REAL[name][2], args.out, True)
+            print(f"{name}: {time.perf_counter() - start:.2f} s", flush=True)
+        with open(os.path.join(args.out, "READY"), "w") as f:
+            f.write(f"gen_zoo.py --real16: {', '.join(models.REAL16)} in f16 and bf16\n")
+        return 0
+    if args.half:
+        os.makedirs(args.out, exist_ok=True)
+        torch.set_num_threads(min(2, torch.get_num_threads()))
+        for name in models.HALF:
+            start = time.perf_counter()
+            generate_16bit(name, 1, args.out, False)
+            print(f"{name}_b1 f16/bf16: {time.perf_counter() - start:.2f} s", flush=True)
         return 0
     if args.models:
         names = args.models.split(",")

@@ -189,6 +189,11 @@ REAL = {
     "linear1024": (lambda: nn.Linear(1024, 1024), lambda b: (torch.randn(b, 1024),), 64),
 }
 
+# The real-size models gen_zoo.py --real16 also writes in f16 and bf16.
+REAL16 = ("resnet18_224", "encoder_bert")
+# The zoo models tests/conformance also runs in f16 and bf16 (gen_zoo.py --half), at batch 1.
+HALF = ("resnet18", "transformer")
+
 
 def build(name: str, batch: int):
     """(model in eval mode, example inputs) for `name` at `batch`; deterministic."""

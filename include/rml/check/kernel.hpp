@@ -30,6 +30,7 @@ struct BroadcastPlan {
   Dims dims;                    ///< collapsed output dims (at least one)
   std::vector<Dims> strides;    ///< per input
   bool bool_condition = false;  ///< where: the condition is bool (else an f32 mask)
+  bool fmod = false;            ///< mod: the remainder takes the dividend's sign (else the divisor's)
 };
 
 /// `C[b] = A[b] @ B[b]` over row-major matrices. Batch dims are broadcast and collapsed; a batch
@@ -76,6 +77,7 @@ struct ReducePlan {
 /// An op along one axis of `[outer, axis, inner]` (softmax, argmax).
 struct AxisPlan {
   std::int64_t outer = 1, axis = 1, inner = 1;
+  bool wide_output = false;  ///< argmax: the indices are i64 (else i32)
 };
 
 /// out[i] = in[offset + sum_d idx_d * in_strides[d]] over contiguous `dims` (transpose, slice, expand).

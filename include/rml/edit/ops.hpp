@@ -65,6 +65,13 @@ inline Tensor equal(const Tensor& a, const Tensor& b) { return detail::binary("e
 inline Tensor less(const Tensor& a, const Tensor& b) { return detail::binary("less", a, b); }
 inline Tensor greater(const Tensor& a, const Tensor& b) { return detail::binary("greater", a, b); }
 
+/// The remainder of `a / b` (broadcast together): with `fmod` the dividend's sign (C's fmod, every
+/// numeric dtype), else the divisor's (Python's `%`, integers only). Integer `x mod 0` throws.
+inline Tensor mod(const Tensor& a, const Tensor& b, bool fmod = false) {
+  const Tensor in[] = {a, b};
+  return rml::detail::apply_op1("mod", in, {{"fmod", fmod}});
+}
+
 /// `a` where `cond != 0`, else `b` (broadcast together).
 inline Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const Tensor in[] = {cond, a, b};

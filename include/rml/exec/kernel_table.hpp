@@ -140,6 +140,8 @@ constexpr KernelFn kernel_for() {
     return &binary_kernel<Op, T>;
   else if constexpr (Op == OpCode::Where)
     return &where_kernel<T>;
+  else if constexpr (Op == OpCode::Mod)
+    return &mod_kernel<T>;
   else if constexpr (Op == OpCode::MatMul)
     return &matmul_kernel<T>;
   else if constexpr (Op == OpCode::Conv2d)

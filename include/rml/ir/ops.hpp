@@ -68,6 +68,7 @@ enum class OpCode : std::uint16_t {
   LogicalAnd,
   LogicalOr,
   LogicalNot,
+  Mod,
   count_,
 };
 
@@ -115,7 +116,7 @@ enum class DTypeRule : std::uint8_t {
   any_same,      ///< every input of one dtype (any); outputs have that dtype
   gather,        ///< data of any dtype, indices i32 or i64; output has data's dtype
   cast,          ///< input of any dtype; output dtype is attribute `to` (any)
-  argmax,        ///< input f32, f16, bf16, i32 or i64; output i32
+  argmax,        ///< input f32, f16, bf16, i32 or i64; output i32, or i64 by attribute `output_dtype`
   float_same,    ///< every input f32, f16 or bf16, all the same; outputs have that dtype
   numeric_same,  ///< every input f32, f16, bf16, i32 or i64, all the same; outputs have that dtype
   compare,       ///< inputs as numeric_same; output bool, except f32 inputs give an f32 0/1 mask
@@ -209,6 +210,7 @@ inline constexpr AttrSpec softmax[] = {{"axis", AttrKind::integer, false, "-1"}}
 inline constexpr AttrSpec argmax[] = {
     {"axis", AttrKind::integer, true},
     {"keepdims", AttrKind::boolean, false, "false"},
+    {"output_dtype", AttrKind::string, false, "i32"},
 };
 inline constexpr AttrSpec shape[] = {{"shape", AttrKind::integers, true}};
 inline constexpr AttrSpec transpose[] = {{"perm", AttrKind::integers, false, "reversed axes", true}};
@@ -225,6 +227,7 @@ inline constexpr AttrSpec pad[] = {
 };
 inline constexpr AttrSpec gather[] = {{"axis", AttrKind::integer, false, "0"}};
 inline constexpr AttrSpec cast[] = {{"to", AttrKind::string, true}};
+inline constexpr AttrSpec mod[] = {{"fmod", AttrKind::boolean, false, "false"}};
 
 template <std::size_t N>
 constexpr std::span<const AttrSpec> of(const AttrSpec (&a)[N]) noexcept {
@@ -270,7 +273,7 @@ inline constexpr std::array binary_ops = {
     detail::binary(OpCode::Sub, "sub", "Sub"),
     detail::binary(OpCode::Mul, "mul", "Mul"),
     detail::binary(OpCode::Div, "div", "Div"),
-    detail::binary(OpCode::Pow, "pow", "Pow", DTypeRule::float_same),
+    detail::binary(OpCode::Pow, "pow", "Pow"),
     detail::binary(OpCode::Maximum, "maximum", "Maximum"),
     detail::binary(OpCode::Minimum, "minimum", "Minimum"),
     detail::binary(OpCode::Equal, "equal", "Equal", DTypeRule::compare),
@@ -306,6 +309,8 @@ inline constexpr std::array other_ops = [] {
       OpInfo{OpCode::LogicalAnd, "logical_and", "LogicalAnd", 2, 2, R::logical, a::no_attrs},
       OpInfo{OpCode::LogicalOr, "logical_or", "LogicalOr", 2, 2, R::logical, a::no_attrs},
       OpInfo{OpCode::LogicalNot, "logical_not", "LogicalNot", 1, 1, R::logical, a::no_attrs},
+      // Broadcast like the binary ops; appended here, after the binary table's block, to keep the numbers.
+      OpInfo{OpCode::Mod, "mod", "Mod", 2, 2, R::numeric_same, a::of(a::mod)},
   };
 }();
 

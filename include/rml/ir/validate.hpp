@@ -2,7 +2,7 @@
 // and MessagePack readers, Graph's checked entry points, the surgery calls and the executor).
 // What passes it can be indexed without bounds checks: every id is in range, every value is
 // defined exactly once before it is read, every type has a byte size that fits in int64, and
-// every constant's storage holds the bytes its type says.
+// every constant's storage holds the bytes its type says (a bool constant's each 0 or 1).
 #pragma once
 
 #include <cstddef>
@@ -85,6 +85,13 @@ inline Status validate_constant_data(const GraphDef& def, const ConstantDef& c, 
                                 " is recorded as " + want.to_string());
   const Status storage = c.data.check_storage();
   if (!storage.ok()) return gate_fail(where + ".data", storage.message());
+  if (want.dtype == DType::boolean) {  // kernels read these bytes as bool: anything but 0 or 1 is UB there
+    const auto bytes = c.data.bytes();
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+      if (const auto b = std::to_integer<unsigned>(bytes[i]); b > 1)
+        return gate_fail(where + ".data", gate_value_label(def, c.value) + " is bool but its byte " +
+                                              std::to_string(i) + " is " + std::to_string(b) + ", not 0 or 1");
+  }
   return {};
 }
 
@@ -98,7 +105,7 @@ inline Status validate_constant_data(const GraphDef& def, const ConstantDef& c, 
 ///  - every value defined exactly once, as an input, a constant or a node output, and before any
 ///    node reads it (nodes in topological order);
 ///  - every constant's data: a concrete tensor of its value's type whose storage holds
-///    dtype x shape bytes at an offset aligned for its elements;
+///    dtype x shape bytes at an offset aligned for its elements, and a bool constant's bytes 0 or 1;
 ///  - every node: a non-empty op and at least one output. Arity against the op table is the type
 ///    checker's (compile_op): the gate is structure only, so surgery works on graphs that do not
 ///    type-check;

@@ -896,6 +896,72 @@ def movement_dtype_cases(r):
     c.write()
 
 
+def pow_mod_argmax_cases():
+    """Integer pow (wrapping as mul does; a negative exponent fails the run), mod with ONNX's two sign
+    rules (fmod false: the divisor's sign as Python's %, NumPy's mod; fmod true: the dividend's, C's
+    and NumPy's fmod) on every numeric dtype, and argmax writing i64. Its own generator, so the cases
+    before it keep their data."""
+    r = np.random.default_rng(20268)
+    for t, np_t in INTS.items():
+        info = np.iinfo(np_t)
+        bits = info.bits
+        base = r.integers(-6, 7, size=(3, 5)).astype(np_t)
+        exp = r.integers(0, 7, size=(5,)).astype(np_t)
+        one_op("%s_pow" % t, "pow", [base, exp], np.power(base, exp))
+        # Edges: x^0 = 1 (also 0^0 and MIN^0), 2^(bits-1) is the minimum, 2^bits wraps to 0, 3^k wraps
+        # (NumPy's integer power multiplies in the type and wraps the same way), (-1)^odd, (-2)^(bits-1).
+        edge_b = np.array([0, info.min, 2, 2, 3, -1, -2, 7, info.max, -3], dtype=np_t)
+        edge_e = np.array([0, 0, bits - 1, bits, 3 * bits, 2 * bits + 1, bits - 1, 1, 2, bits + 7], dtype=np_t)
+        with np.errstate(over="ignore"):
+            one_op("%s_pow_wrap" % t, "pow", [edge_b, edge_e], np.power(edge_b, edge_e))
+        c = Case("%s_pow_negative_exponent" % t, {"error": "INVALID_ARGUMENT"})
+        c.output(c.node("pow", [c.input(np.array([2, 2, 1], dtype=np_t), "a"),
+                                c.input(np.array([1, -1, 3], dtype=np_t), "b")], np.zeros(3, dtype=np_t)))
+        c.write()
+        a = r.integers(-50, 51, size=(3, 4)).astype(np_t)
+        b = (r.integers(1, 9, size=(4,)) * np.array([1, -1, 1, -1])).astype(np_t)
+        one_op("%s_mod" % t, "mod", [a, b], np.mod(a, b))
+        one_op("%s_mod_fmod" % t, "mod", [a, b], np.fmod(a, b), {"fmod": True})
+        num = np.array([7, -7, 7, -7, 6, -6, info.min, info.min, info.max, info.min, 0, info.max], dtype=np_t)
+        den = np.array([3, 3, -3, -3, 3, -3, -1, 7, info.min, info.max, -5, 1], dtype=np_t)
+        # MIN mod -1 is 0 (NumPy gives 0 and C++ leaves it undefined), written out rather than asked of NumPy.
+        want_mod = np.array([int(x) - int(y) * (int(x) // int(y)) for x, y in zip(num, den)], dtype=np_t)
+        want_fmod = np.array([int(math.fmod(int(x), int(y))) if abs(int(x)) < 2 ** 53 else
+                              int(x) - int(y) * int(abs(int(x)) // abs(int(y))) * (1 if (x < 0) == (y < 0) else -1)
+                              for x, y in zip(num, den)], dtype=np_t)
+        one_op("%s_mod_edges" % t, "mod", [num, den], want_mod)
+        one_op("%s_mod_fmod_edges" % t, "mod", [num, den], want_fmod, {"fmod": True})
+        for fmod in (False, True):
+            c = Case("%s_mod%s_by_zero" % (t, "_fmod" if fmod else ""), {"error": "INVALID_ARGUMENT"})
+            c.output(c.node("mod", [c.input(np.array([5, 5, 5], dtype=np_t), "a"),
+                                    c.input(np.array([2, 0, 3], dtype=np_t), "b")], np.zeros(3, dtype=np_t),
+                            {"fmod": True} if fmod else None))
+            c.write()
+    # Floats: C's fmod, exact (the remainder is representable), so f16/bf16 round once and match bit for bit;
+    # x fmod 0 is NaN, fmod(x, inf) is x.
+    a = f32(r.standard_normal((3, 4)) * 10)
+    b = f32([3.0, -2.5, 0.75, -7.0])
+    one_op("f32_mod_fmod", "mod", [a, b], np.fmod(a, b), {"fmod": True}, meta=EXACT)
+    ea = f32([5.5, -5.5, 0.0, -0.0, 1.0, 3.0, np.inf, 2.0])
+    eb = f32([2.0, 2.0, 3.0, 3.0, 0.0, np.inf, 2.0, -0.5])
+    with np.errstate(invalid="ignore"):
+        one_op("f32_mod_fmod_edges", "mod", [ea, eb], np.fmod(ea, eb), {"fmod": True}, meta=EXACT)
+    for t, (rnd, wid, _) in HALF.items():
+        at, bt = rnd(a), rnd(b)
+        one_op("%s_mod_fmod" % t, "mod", [at, bt], rnd(np.fmod(wid(at), wid(bt))), {"fmod": True}, meta=EXACT)
+    # argmax with output_dtype i64 (ONNX's type), on a float, an integer and a 16-bit input.
+    x = f32(r.integers(0, 5, size=(2, 6, 3)))
+    one_op("argmax_i64", "argmax", [x], np.argmax(x, axis=1).astype(np.int64), {"axis": 1, "output_dtype": "i64"})
+    one_op("argmax_i64_keepdims", "argmax", [x], np.argmax(x, axis=-1)[..., None].astype(np.int64),
+           {"axis": -1, "keepdims": True, "output_dtype": "i64"})
+    one_op("argmax_i32_named", "argmax", [x], np.argmax(x, axis=0).astype(np.int32), {"axis": 0, "output_dtype": "i32"})
+    xi = r.integers(-9, 9, size=(4, 5)).astype(np.int64)
+    one_op("i64_argmax_i64", "argmax", [xi], np.argmax(xi, axis=1).astype(np.int64), {"axis": 1, "output_dtype": "i64"})
+    xb = bf16(x)
+    one_op("bf16_argmax_i64", "argmax", [xb], np.argmax(bf16_f32(xb), axis=1).astype(np.int64),
+           {"axis": 1, "output_dtype": "i64"})
+
+
 def dtype_cases():
     r = np.random.default_rng(20266)
     half_cases(r)
@@ -1005,6 +1071,7 @@ def main():
     scalar_chain_cases()
     dtype_cases()
     fused_block_cases()
+    pow_mod_argmax_cases()
 
 
 if __name__ == "__main__":

@@ -2,6 +2,11 @@
 // is 1 (see rml/core/linkage.hpp).
 #pragma once
 
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <variant>
+
 #include "rml/check/compile.hpp"
 
 namespace rml {
@@ -439,7 +444,15 @@ inline Result<CompiledOp> compile_argmax(const AttrReader& attrs, const TensorTy
       out.push_back(x[i]);
     else if (attrs.get_bool("keepdims"))
       out.push_back(1);
-  return single(DType::i32, std::move(out), Kernel{OpCode::ArgMax, in.dtype, axis_plan(x, axis)});
+  const std::string_view to = attrs.get_string("output_dtype");
+  if (to != "i32" && to != "i64")
+    return invalid_argument("attribute 'output_dtype' must be \"i32\" or \"i64\", got \"" + std::string(to) + "\"");
+  AxisPlan p = axis_plan(x, axis);
+  p.wide_output = to == "i64";
+  if (!p.wide_output && x[axis] - 1 > std::numeric_limits<std::int32_t>::max())
+    return invalid_argument("argmax over axis " + str(static_cast<std::int64_t>(axis)) + " of " + in.to_string() +
+                            ": indices beyond i32; set output_dtype \"i64\"");
+  return single(p.wide_output ? DType::i64 : DType::i32, std::move(out), Kernel{OpCode::ArgMax, in.dtype, p});
 }
 
 inline Result<CompiledOp> compile_reshape(const AttrReader& attrs, const TensorType& in) {
@@ -681,6 +694,15 @@ inline Result<CompiledOp> compile_rule(const NodeDef& node, std::span<const Tens
     case OpCode::LogicalNot:
       return single(DType::boolean, in[0].shape.dims(),
                     Kernel{op, DType::boolean, UnaryPlan{in[0].shape.numel(), false}});
+    case OpCode::Mod: {
+      const bool fmod = attrs.get_bool("fmod");
+      if (is_float_dtype(in[0].dtype) && !fmod)
+        return invalid_argument("mod on " + std::string(dtype_name(in[0].dtype)) +
+                                " needs fmod = true (the remainder of C's fmod, as ONNX Mod requires for floats)");
+      auto r = compile_broadcast(op, in);
+      if (r.ok()) std::get<BroadcastPlan>(r->kernel.plan).fmod = fmod;
+      return r;
+    }
     default:
       break;
   }

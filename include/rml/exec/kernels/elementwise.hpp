@@ -227,9 +227,25 @@ void for_each_row(const BroadcastPlan& p, std::int64_t row_begin, std::int64_t r
   }
 }
 
+/// `base` to the power `exp` on integers by squaring, each product wrapping as mul does. A negative
+/// exponent sets `fault` bit 4 and gives 0 (NumPy refuses it too; ONNX leaves it undefined).
+template <typename I>
+constexpr I int_pow(I base, I exp, int& fault) noexcept {
+  if (exp < 0) {
+    fault |= 4;
+    return I{0};
+  }
+  I result{1};
+  for (auto e = static_cast<std::make_unsigned_t<I>>(exp); e != 0; e >>= 1) {
+    if (e & 1u) result = wrap_mul(result, base);
+    if (e > 1u) base = wrap_mul(base, base);
+  }
+  return result;
+}
+
 /// A binary op on one pair of elements of any dtype but f32 (which runs through BinaryOp): the
 /// 16-bit floats computed in f32, integers wrapping, comparisons giving bool. Integer div sets
-/// `fault` (1: by zero, 2: overflow) and gives 0.
+/// `fault` (1: by zero, 2: overflow) and gives 0; integer pow sets 4 for a negative exponent.
 template <OpCode Op, typename C>
 constexpr auto scalar_binary(C a, C b, int& fault) noexcept {
   if constexpr (Op == OpCode::Equal)
@@ -270,6 +286,8 @@ constexpr auto scalar_binary(C a, C b, int& fault) noexcept {
       return std::max(a, b);
     else if constexpr (Op == OpCode::Minimum)
       return std::min(a, b);
+    else if constexpr (Op == OpCode::Pow)
+      return int_pow(a, b, fault);
     else if constexpr (Op == OpCode::Div) {
       // Truncation toward zero (C++ and ONNX); the two quotients C++ leaves undefined are errors.
       if (b == 0) {
@@ -289,28 +307,36 @@ constexpr auto scalar_binary(C a, C b, int& fault) noexcept {
 template <OpCode Op>
 inline constexpr bool is_comparison_v = Op == OpCode::Equal || Op == OpCode::Less || Op == OpCode::Greater;
 
-/// Every dtype but f32: one element at a time under the same broadcast walk.
-template <OpCode Op, typename T>
-Status binary_kernel_any(const BroadcastPlan& p, const KernelArgs& args) {
-  using Out = std::conditional_t<is_comparison_v<Op>, bool, T>;
+/// `z = f(x, y)` one element at a time under the broadcast walk, each operand widened by load() and
+/// the result stored as Out; `f(a, b, fault)` may set bits of `fault`. Returns the bits any element set.
+template <typename T, typename Out, typename F>
+int broadcast_elements(const BroadcastPlan& p, const KernelArgs& args, const F& f) {
   const T* x = in_ptr<T>(args, 0);
   const T* y = in_ptr<T>(args, 1);
   Out* z = out_ptr<Out>(args);
   const std::int64_t len = p.dims.back();
   const std::int64_t sx = p.strides[0].back(), sy = p.strides[1].back();
   std::atomic<int> faults{0};
-  if (p.n == 0) return {};
+  if (p.n == 0) return 0;
   parallel_ranges(args.pool, p.n / len, work_grain(len), [&](std::int64_t b, std::int64_t e) {
     int fault = 0;
     for_each_row<2>(p, b, e, [&](const std::array<std::int64_t, 2>& off, std::int64_t o) {
       const T* xa = x + off[0];
       const T* ya = y + off[1];
-      for (std::int64_t i = 0; i < len; ++i)
-        z[o + i] = store<Out>(scalar_binary<Op>(load(xa[i * sx]), load(ya[i * sy]), fault));
+      for (std::int64_t i = 0; i < len; ++i) z[o + i] = store<Out>(f(load(xa[i * sx]), load(ya[i * sy]), fault));
     });
     if (fault) faults.fetch_or(fault, std::memory_order_relaxed);
   });
-  const int f = faults.load();
+  return faults.load();
+}
+
+/// Every dtype but f32: one element at a time under the same broadcast walk.
+template <OpCode Op, typename T>
+Status binary_kernel_any(const BroadcastPlan& p, const KernelArgs& args) {
+  using Out = std::conditional_t<is_comparison_v<Op>, bool, T>;
+  const int f =
+      broadcast_elements<T, Out>(p, args, [](auto a, auto b, int& fault) { return scalar_binary<Op>(a, b, fault); });
+  if (f & 4) return invalid_argument("integer pow with a negative exponent");
   if (f & 1) return invalid_argument("integer division by zero");
   if (f & 2)
     return out_of_range("integer division overflows (the minimum of " + std::string(dtype_name(dtype_of_v<T>)) +
@@ -352,6 +378,46 @@ Status binary_kernel(const Kernel& k, const KernelArgs& args) {
     return binary_kernel_f32<Op>(k.as<BroadcastPlan>(), args);
   else
     return binary_kernel_any<Op, T>(k.as<BroadcastPlan>(), args);
+}
+
+/// The remainder of `a / b`: with `Fmod`, C's (the dividend's sign; std::fmod for floats), else the
+/// divisor's sign (Python's `%`, ONNX Mod with fmod = 0), for integers only. An integer remainder by
+/// zero sets `fault` and gives 0; MIN mod -1 is 0 (C++ leaves MIN % -1 undefined).
+template <bool Fmod, typename C>
+C mod_scalar(C a, C b, int& fault) noexcept {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::fmod(a, b);
+  } else {
+    if (b == 0) {
+      fault = 1;
+      return C{0};
+    }
+    if (b == -1) return C{0};
+    C r = static_cast<C>(a % b);
+    // |r| < |b| and r, b of opposite signs: r + b cannot overflow.
+    if constexpr (!Fmod)
+      if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<C>(r + b);
+    return r;
+  }
+}
+
+template <bool Fmod, typename T>
+Status mod_rows(const BroadcastPlan& p, const KernelArgs& args) {
+  if (broadcast_elements<T, T>(p, args, [](auto a, auto b, int& fault) { return mod_scalar<Fmod>(a, b, fault); }))
+    return invalid_argument("integer mod by zero");
+  return {};
+}
+
+/// mod over every numeric dtype (floats with fmod only: compile_op refuses the other), one element
+/// at a time under the broadcast walk; 16-bit floats computed in f32 (fmod is exact, so one rounding).
+template <typename T>
+Status mod_kernel(const Kernel& k, const KernelArgs& args) {
+  const auto& p = k.as<BroadcastPlan>();
+  if (p.fmod) return mod_rows<true, T>(p, args);
+  if constexpr (std::is_integral_v<T>)
+    return mod_rows<false, T>(p, args);
+  else
+    return internal_error("mod on floats without fmod");
 }
 
 /// where over condition elements of type Cond (bool, or an f32 mask: nonzero is true).

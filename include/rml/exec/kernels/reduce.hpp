@@ -178,11 +178,11 @@ Status softmax_kernel(const Kernel& kernel, const KernelArgs& args) {
   return {};
 }
 
-template <typename T>
-Status argmax_kernel(const Kernel& kernel, const KernelArgs& args) {
-  const auto& p = kernel.as<AxisPlan>();
+/// argmax writing indices of type Index (i32, or i64 with output_dtype "i64").
+template <typename T, typename Index>
+Status argmax_rows(const AxisPlan& p, const KernelArgs& args) {
   const T* x = in_ptr<T>(args, 0);
-  auto* y = out_ptr<std::int32_t>(args);
+  auto* y = out_ptr<Index>(args);
   for (std::int64_t o = 0; o < p.outer; ++o) {
     for (std::int64_t j = 0; j < p.inner; ++j) {
       const T* in = x + o * p.axis * p.inner + j;
@@ -196,10 +196,16 @@ Status argmax_kernel(const Kernel& kernel, const KernelArgs& args) {
           best = r;
         }
       }
-      y[o * p.inner + j] = static_cast<std::int32_t>(best);
+      y[o * p.inner + j] = static_cast<Index>(best);
     }
   }
   return {};
+}
+
+template <typename T>
+Status argmax_kernel(const Kernel& kernel, const KernelArgs& args) {
+  const auto& p = kernel.as<AxisPlan>();
+  return p.wide_output ? argmax_rows<T, std::int64_t>(p, args) : argmax_rows<T, std::int32_t>(p, args);
 }
 
 }  // namespace rml::detail
