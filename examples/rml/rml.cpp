@@ -241,6 +241,14 @@ void add_json(CLI::App* app, bool& json) { app->add_flag("--json", json, "print 
 void add_threads(CLI::App* app, int& threads) {
   app->add_option("--threads", threads, "intra-op threads (default: all cores)")->check(number_in(1, 1 << 16, true));
 }
+void add_winograd(CLI::App* app, std::string& winograd) {
+  app->add_option("--winograd", winograd, "3x3 convolution transform: off, f2 (default) or f4")
+      ->transform(CLI::IsMember({"off", "f2", "f4"}, CLI::ignore_case));
+}
+/// The transform --winograd named (add_winograd admits only these three names, lower-cased).
+rml::Winograd winograd_named(const std::string& name) {
+  return name == "off" ? rml::Winograd::off : name == "f4" ? rml::Winograd::f4 : rml::Winograd::f2;
+}
 
 // ---------------------------------------------------------------------------------------------
 // rml info MODEL
@@ -630,6 +638,7 @@ struct Run {
   std::string save, save_inputs, compare;
   double rtol = 1e-5, atol = 1e-5;
   int threads = 0;
+  std::string winograd = "f2";
   int pipeline = 0;
   bool json = false;
 
@@ -658,6 +667,7 @@ struct Run {
     app->add_option("--atol", atol, "absolute tolerance of --compare (default 1e-5)")
         ->check(number_in(0, unbounded, false));
     add_threads(app, threads);
+    add_winograd(app, winograd);
     add_json(app, json);
   }
 
@@ -679,7 +689,8 @@ struct Run {
 #ifdef RML_HAVE_MPI
     if (pipeline > 0) return execute_pipeline(in);
 #endif
-    const rml::Executor executor = get(rml::Executor::create(graph, {.threads = threads}));
+    const rml::Executor executor =
+        get(rml::Executor::create(graph, {.threads = threads, .winograd = winograd_named(winograd)}));
     const auto start = std::chrono::steady_clock::now();
     Ran ran{get(executor.run(in)), 0, executor.threads()};
     ran.ms = millis(std::chrono::steady_clock::now() - start);
@@ -843,6 +854,7 @@ struct Bench {
   int runs = 100;
   double duration = 0;
   int threads = 0;
+  std::string winograd = "f2";
   bool json = false;
   CLI::Option* runs_option = nullptr;  // given or not: --duration alone runs for its time
 
@@ -855,13 +867,15 @@ struct Bench {
     app->add_option("--duration", duration, "time runs for this many seconds (with --runs: whichever ends first)")
         ->check(number_in(1e-3, 1e6, false));
     add_threads(app, threads);
+    add_winograd(app, winograd);
     add_json(app, json);
   }
 
   int run() const {
     const Graph graph = load_model(model);
     const std::vector<Tensor> in = tensors_of(gather_inputs(graph, inputs));
-    const rml::Executor executor = get(rml::Executor::create(graph, {.threads = threads}));
+    const rml::Executor executor =
+        get(rml::Executor::create(graph, {.threads = threads, .winograd = winograd_named(winograd)}));
     std::vector<Tensor> outputs;
     for (std::size_t k = 0; k < graph.def().outputs.size(); ++k)
       outputs.push_back(Tensor::zeros(executor.output_type(k)));

@@ -116,6 +116,12 @@ rml_cli_test(run.bad_extension EXIT 1 STDERR "the file must be .npy or .safetens
              ARGS run tests/data/torch_mlp --input x=${data}/bad_shape.json)
 rml_cli_test(run.bad_threads EXIT 1 STDERR "--threads: 'many' is not an integer"
              ARGS run tests/data/torch_mlp --threads many)
+# --winograd picks the 3x3 transform (python/tests/test_bindings.py shows each option takes its own
+# path); every choice still matches the reference, and a transform rml lacks is a usage error.
+rml_cli_test(run.winograd_f4 STDOUT "\ncompare output: ok "
+             ARGS run tests/data/zoo/cnn_b1 --inputs tests/data/zoo/cnn_b1.expected.safetensors
+                  --compare tests/data/zoo/cnn_b1.expected.safetensors --rtol 1e-4 --atol 1e-4 --winograd F4)
+rml_cli_test(run.bad_winograd EXIT 1 STDERR "--winograd: f3 not in \\{off,f2,f4\\}" ARGS run tests/data/torch_mlp --winograd f3)
 
 # bench
 set(_rml_cli_t "[0-9.]+ [um]s")
