@@ -53,7 +53,7 @@ double max_error(const Tensor& got, const Tensor& want) {
 
 TEST_CASE("the attention block matches NumPy, fused where the pattern is exact and unfused otherwise") {
   const auto names = attention_cases();
-  REQUIRE(names.size() == 14);
+  REQUIRE(names.size() == 16);
   double worst = 0;  // over the cases that fuse (all but the attn_miss_ near misses)
   for (const auto& name : names) {
     INFO("case ", name);
@@ -84,4 +84,12 @@ TEST_CASE("the attention block matches NumPy, fused where the pattern is exact a
     }
   }
   MESSAGE("fused attention: largest |rml - NumPy| ", worst);
+}
+
+TEST_CASE("the zoo GPT's masked attention fuses as its PyTorch export writes it") {
+  // gpt_b1 (58 nodes): the Q, K, V transposes, K's second transpose, both matmuls, the scale, the
+  // where(mask, -inf, s) fill, the softmax and the output's transpose, 10 nodes (9 steps unfused, 24 in
+  // all), run as one step. Its outputs are checked against PyTorch by the conformance suite.
+  const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "zoo" / "gpt_b1").value();
+  CHECK(Executor::create(g, {.threads = 2}).value().step_count() == 16);
 }

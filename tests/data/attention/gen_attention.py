@@ -56,7 +56,13 @@ def block(c, q, kt, v, scale=None, mask=None, mask_left=False, axis=-1, extra=No
         sd = sd / kd64 if kind == "div" else sd * kd64
         inputs = [kc, s] if kind == "mul_left" else [s, kc]
         s = c.node("div" if kind == "div" else "mul", inputs, f32(sd))
-    if mask is not None:
+    if isinstance(mask, tuple):  # ("where", cond, fill, fill_when_true): a masked fill
+        _, cond, fill, when = mask
+        hit = (c.arrays[cond] != 0) == when
+        sd = np.where(hit, np.float64(fill), sd)
+        fc = c.const(f32(fill))
+        s = c.node("where", [cond, fc, s] if when else [cond, s, fc], f32(sd))
+    elif mask is not None:
         sd = sd + c.arrays[mask].astype(np.float64)
         s = c.node("add", [mask, s] if mask_left else [s, mask], f32(sd))
     pd = softmax(sd, axis)
@@ -105,8 +111,10 @@ def direct_case(name, q_shape, kt_shape, v_shape, scale=None, mask=None, axis=-1
     v = c.input(randn(*v_shape), "v")
     m = None
     if mask is not None:
-        kind, arr = mask
+        kind, arr = mask[:2]
         m = c.input(arr, "mask") if kind == "input" else c.const(arr)
+        if len(mask) == 4:  # a where condition, its fill and whether it fills where true
+            m = ("where", m, mask[2], mask[3])
     c.output(block(c, q, kt, v, scale, m, axis=axis, extra=extra))
     c.meta["steps"] = str(steps)
     c.write()
@@ -138,6 +146,14 @@ def main():
     direct_case("attn_broadcast_q", (1, 5, 4), (3, 4, 6), (3, 6, 2), ("mul", 0.3))
     # mask [3] across keys, rank 1: broadcast along every leading dim.
     direct_case("attn_mask_rank1", (2, 4, 5), (2, 5, 3), (2, 3, 2), None, ("input", randn(3)))
+    # A masked fill as the GPT export writes it: where(cond, -inf, s), cond an f32 constant [1, 1, s, s]
+    # (nonzero: masked), after the scale.
+    tri = np.triu(np.ones((1, 1, 7, 7), dtype=np.float32), 1)
+    direct_case("attn_where_fill_f32", (2, 3, 7, 5), (2, 3, 5, 7), (2, 3, 7, 4), ("mul", 0.45),
+                ("const", tri, -np.inf, True))
+    # where(cond, s, fill) with a bool input condition [7] (keys kept where true).
+    keep = np.array([True, False, True, True, False, True, True])
+    direct_case("attn_where_keep_bool", (2, 5, 3), (2, 3, 7), (2, 7, 6), None, ("input", keep, -1e9, False))
     # Near misses: each runs unfused, as matmul (with its scalar scale fused), softmax, matmul, ...
     # the scores are also a graph output: matmul, mul, softmax, matmul.
     direct_case("attn_miss_scores_output", (2, 5, 4), (2, 4, 6), (2, 6, 3), ("mul", 0.5), extra="scores_output",

@@ -346,7 +346,8 @@ class ProgramBuilder {
   /// The attention block as the exporters emit it (rml_export/lower.py for nn.MultiheadAttention and
   /// hand-written heads), from its first matmul, node i:
   ///   s = matmul(q, kt); [s = s * c | c * s | s / c, c a constant f32 scalar]; [s = s + mask | mask + s,
-  ///   mask any f32 value broadcast to s]; p = softmax(s) over the last axis; o = matmul(p, v),
+  ///   mask any f32 value broadcast to s; or s = where(cond, fill, s) | where(cond, s, fill), cond bool or
+  ///   f32 broadcast to s, fill a constant f32 scalar]; p = softmax(s) over the last axis; o = matmul(p, v),
   /// every intermediate read by the next op alone and not an output, with q, kt, v and the mask defined
   /// before node i. Transposes producing q, kt or v, and one reading o, are absorbed as strides when
   /// rows stay contiguous. Fills attention_at_ and marks the absorbed nodes; the step runs at node i.
@@ -393,11 +394,27 @@ class ProgramBuilder {
       if (p_->types[mask].dtype != DType::f32 || !available_at(mask, i) ||
           !is_binary_of(*j, OpCode::Add, cur, mask, cur))
         return;
-      plan->has_mask = true;
+      plan->mask_kind = AttentionPlan::Mask::add;
+      take(*j);
+    } else if (const auto w = next(OpCode::Where)) {
+      // A masked fill: where(c, fill, s) or where(c, s, fill), fill a constant f32 scalar.
+      const ValueIds& in = g_.nodes[*w].inputs;
+      mask = in[0];
+      const bool s_second = in[2] == cur && in[1] != cur;
+      const auto fill = scalar_constant(s_second ? in[1] : in[2]);
+      const DType cd = p_->types[mask].dtype;
+      if (mask == cur || !(s_second || (in[1] == cur && in[2] != cur)) || !fill ||
+          (cd != DType::f32 && cd != DType::boolean) || !available_at(mask, i) ||
+          p_->types[g_.nodes[*w].outputs[0]] != st)
+        return;
+      plan->mask_kind = s_second ? AttentionPlan::Mask::fill_true : AttentionPlan::Mask::fill_false;
+      plan->bool_condition = cd == DType::boolean;
+      plan->fill = *fill;
+      take(*w);
+    }
+    if (plan->mask_kind != AttentionPlan::Mask::none)
       plan->mask =
           aligned_operand(p_->types[mask].shape.dims(), contiguous_strides(p_->types[mask].shape.dims()), rank, false);
-      take(*j);
-    }
     const auto sm = next(OpCode::Softmax);
     if (!sm) return;
     const auto& ap = compiled_[*sm].as<AxisPlan>();
@@ -456,7 +473,7 @@ class ProgramBuilder {
     s.kernel = compiled_[i];
     s.fn = &attention_kernel;
     s.inputs = {q_view->base, k_view->base, v_view->base};
-    if (plan->has_mask) s.inputs.push_back(mask);
+    if (plan->mask_kind != AttentionPlan::Mask::none) s.inputs.push_back(mask);
     s.output = cur;
     s.first_node = i;
     s.scratch_bytes = static_cast<std::size_t>(*bytes);

@@ -20,18 +20,23 @@ struct AttentionOperand {
   std::int64_t row = 0, col = 1;
 };
 
-/// out = softmax(scale(Q @ K^T) + mask) @ V over the last axis, with
+/// out = softmax(mask(scale(Q @ K^T))) @ V over the last axis, with
 ///   Q [b..., sq, d], K as K^T [b..., d, sk] (or K [b..., sk, d] when `k_rows`), V [b..., sk, dv],
-///   mask broadcast to [b..., sq, sk]; inputs Q, K, V[, mask], all f32.
+///   the mask broadcast to [b..., sq, sk]; inputs Q, K, V[, mask], all f32 but a bool condition.
+/// The mask is added (`add`), or is where's condition: the scores replaced by `fill` where it is
+/// true (`fill_true`: where(c, fill, s)) or false (`fill_false`: where(c, s, fill)).
 struct AttentionPlan {
   enum class Scale : std::uint8_t { none, mul, div };
+  enum class Mask : std::uint8_t { none, add, fill_true, fill_false };
   Dims batch_dims;  ///< the scores' leading dims
   std::int64_t batches = 1, sq = 0, sk = 0, d = 0, dv = 0;
   AttentionOperand q, k, v, mask, out;
   bool k_rows = false;  ///< K read as rows [sk, d] (K^T's rows have stride 1 along d)
   Scale scale_kind = Scale::none;
   float scale = 1.0f;
-  bool has_mask = false;
+  Mask mask_kind = Mask::none;
+  bool bool_condition = false;  ///< where's condition is bool (else f32: nonzero is true)
+  float fill = 0.0f;
   std::int64_t block_rows = 1;  ///< query rows per work item
   int threads = 1;              ///< scratch holds one score block per thread
 
@@ -46,7 +51,8 @@ inline Status attention_kernel(const Kernel&, const KernelArgs& args) {
   const float* q = in_ptr<float>(args, 0);
   const float* k = in_ptr<float>(args, 1);
   const float* v = in_ptr<float>(args, 2);
-  const float* mask = p.has_mask ? in_ptr<float>(args, 3) : nullptr;
+  const std::byte* mask = p.mask_kind != AttentionPlan::Mask::none ? args.in[3] : nullptr;
+  const std::int64_t mask_bytes = p.bool_condition ? 1 : std::int64_t{sizeof(float)};
   float* out = out_ptr<float>(args);
   auto* scratch = reinterpret_cast<float*>(args.scratch);
   const std::int64_t blocks = (p.sq + p.block_rows - 1) / p.block_rows;
@@ -63,7 +69,8 @@ inline Status attention_kernel(const Kernel&, const KernelArgs& args) {
       scores.noalias() = qb * ConstBlock(kb, p.sk, p.d, Stride(p.k.col)).transpose();
     else
       scores.noalias() = qb * ConstBlock(kb, p.d, p.sk, Stride(p.k.row));
-    const float* mb = mask ? mask + batch_offset(b, p.batch_dims, p.mask.batch) + r0 * p.mask.row : nullptr;
+    const std::byte* mb =
+        mask ? mask + (batch_offset(b, p.batch_dims, p.mask.batch) + r0 * p.mask.row) * mask_bytes : nullptr;
     for (std::int64_t r = 0; r < rows; ++r) {
       ArrayMap z(s + r * p.sk, p.sk);
       // The unfused ops' arithmetic in their order: scale, mask, then softmax_kernel's row.
@@ -71,12 +78,23 @@ inline Status attention_kernel(const Kernel&, const KernelArgs& args) {
         z *= p.scale;
       else if (p.scale_kind == AttentionPlan::Scale::div)
         z /= p.scale;
-      if (mb) {
-        const float* m = mb + r * p.mask.row;
+      if (mb && p.mask_kind == AttentionPlan::Mask::add) {
+        const auto* m = reinterpret_cast<const float*>(mb) + r * p.mask.row;
+        // A mask is a contiguous value: its column stride is 1, or 0 where it broadcasts across keys.
         if (p.mask.col == 1)
           z += ConstArrayMap(m, p.sk);
         else
-          for (std::int64_t c = 0; c < p.sk; ++c) z[c] += m[c * p.mask.col];
+          z += m[0];
+      } else if (mb) {
+        // where: the test where_kernel makes (a bool, or an f32 that is nonzero).
+        const bool when = p.mask_kind == AttentionPlan::Mask::fill_true;
+        const std::byte* m = mb + r * p.mask.row * mask_bytes;
+        for (std::int64_t c = 0; c < p.sk; ++c) {
+          const std::byte* e = m + c * p.mask.col * mask_bytes;
+          const bool cond =
+              p.bool_condition ? *reinterpret_cast<const bool*>(e) : *reinterpret_cast<const float*>(e) != 0.0f;
+          if (cond == when) z[c] = p.fill;
+        }
       }
       z = (z - z.maxCoeff()).exp();
       z /= z.sum();
