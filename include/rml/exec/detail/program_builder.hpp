@@ -16,6 +16,7 @@
 #include "rml/exec/detail/guard.hpp"
 #include "rml/exec/detail/program.hpp"
 #include "rml/exec/kernel_table.hpp"
+#include "rml/exec/kernels/attention.hpp"
 #include "rml/exec/kernels/fused.hpp"
 #include "rml/exec/memory_plan.hpp"
 #include "rml/ir/graph.hpp"
@@ -272,6 +273,224 @@ class ProgramBuilder {
     return true;
   }
 
+  /// An operand read in place: operand dim k is dim perm[k] of `base` (contiguous), through the
+  /// transposes listed (each read by the next alone, and not an output).
+  struct PermutedView {
+    ValueId base = 0;
+    Dims perm;
+    std::vector<std::size_t> transposes;
+  };
+
+  /// The permutation transpose node j applies: its output dim k is its input's dim perm[k].
+  [[nodiscard]] Dims transpose_perm(std::size_t j) const {
+    const NodeDef& t = g_.nodes[j];
+    if (const auto it = t.attrs.find("perm"); it != t.attrs.end())
+      if (const auto* perm = std::get_if<std::vector<std::int64_t>>(&it->second)) return *perm;  // checked at compile
+    const std::size_t rank = p_->types[t.inputs[0]].shape.rank();
+    Dims perm(rank);
+    for (std::size_t k = 0; k < rank; ++k) perm[k] = static_cast<std::int64_t>(rank - 1 - k);
+    return perm;
+  }
+
+  /// `v` as read directly, then through each transpose that produces it alone (up to three).
+  [[nodiscard]] std::vector<PermutedView> views_of(ValueId v) const {
+    PermutedView view{v, Dims(p_->types[v].shape.rank()), {}};
+    for (std::size_t k = 0; k < view.perm.size(); ++k) view.perm[k] = static_cast<std::int64_t>(k);
+    std::vector<PermutedView> out = {view};
+    for (int depth = 0; depth < 3; ++depth) {
+      const std::int64_t t = producer_[view.base];
+      if (t < 0 || compiled_[static_cast<std::size_t>(t)].op != OpCode::Transpose ||
+          absorbed_[static_cast<std::size_t>(t)] || readers_[view.base] != 1 || is_output_[view.base])
+        break;
+      const Dims tp = transpose_perm(static_cast<std::size_t>(t));
+      for (std::int64_t& k : view.perm) k = tp[static_cast<std::size_t>(k)];
+      view.base = g_.nodes[static_cast<std::size_t>(t)].inputs[0];
+      view.transposes.push_back(static_cast<std::size_t>(t));
+      out.push_back(view);
+    }
+    return out;
+  }
+
+  /// Element strides of the operand `dims` (strides `st`) aligned to the right of a rank-`rank` result,
+  /// 0 where the operand is missing or has size 1 (broadcast), as an AttentionOperand: batch strides,
+  /// then the row and column strides of its trailing matrix. A `matrix` operand (Q, K^T, V, the output)
+  /// is as tall and wide as the result: a size-1 row or column gets a stride Eigen's maps accept.
+  [[nodiscard]] static AttentionOperand aligned_operand(const Dims& dims, const Dims& st, std::size_t rank,
+                                                        bool matrix = true) {
+    Dims s(rank, 0);
+    const std::size_t off = rank - dims.size();
+    for (std::size_t k = 0; k < dims.size(); ++k) s[off + k] = dims[k] == 1 ? 0 : st[k];
+    AttentionOperand o;
+    o.batch.assign(s.begin(), s.end() - 2);
+    o.row = s[rank - 2], o.col = s[rank - 1];
+    if (matrix) {
+      const std::int64_t rows = dims[dims.size() - 2], cols = dims.back();
+      if (cols == 1) o.col = 1;
+      if (rows == 1) o.row = cols;
+    }
+    return o;
+  }
+
+  [[nodiscard]] AttentionOperand operand_of(const PermutedView& w, std::size_t rank) const {
+    const Dims& bd = p_->types[w.base].shape.dims();
+    const Dims cs = contiguous_strides(bd);
+    Dims dims, st;
+    for (std::int64_t k : w.perm) {
+      dims.push_back(bd[static_cast<std::size_t>(k)]);
+      st.push_back(cs[static_cast<std::size_t>(k)]);
+    }
+    return aligned_operand(dims, st, rank);
+  }
+
+  /// The attention block as the exporters emit it (rml_export/lower.py for nn.MultiheadAttention and
+  /// hand-written heads), from its first matmul, node i:
+  ///   s = matmul(q, kt); [s = s * c | c * s | s / c, c a constant f32 scalar]; [s = s + mask | mask + s,
+  ///   mask any f32 value broadcast to s; or s = where(cond, fill, s) | where(cond, s, fill), cond bool or
+  ///   f32 broadcast to s, fill a constant f32 scalar]; p = softmax(s) over the last axis; o = matmul(p, v),
+  /// every intermediate read by the next op alone and not an output, with q, kt, v and the mask defined
+  /// before node i. Transposes producing q, kt or v, and one reading o, are absorbed as strides when
+  /// rows stay contiguous. Fills attention_at_ and marks the absorbed nodes; the step runs at node i.
+  void fuse_attention(std::size_t i) {
+    const NodeDef& mm1 = g_.nodes[i];
+    if (absorbed_[i] || transposed_weight_[i] >= 0 || mm1.inputs.size() != 2 || mm1.inputs[0] == mm1.inputs[1]) return;
+    const ValueId qv = mm1.inputs[0], ktv = mm1.inputs[1];
+    ValueId cur = mm1.outputs[0];
+    const TensorType st = p_->types[cur];
+    const std::size_t rank = st.shape.rank();
+    if (st.dtype != DType::f32 || rank < 2 || p_->types[qv].shape.rank() < 2 || p_->types[ktv].shape.rank() < 2) return;
+    const Dims& sd = st.shape.dims();
+    const std::int64_t sq = sd[rank - 2], sk = sd[rank - 1], d = p_->types[qv].shape.dims().back();
+    auto plan = std::make_shared<AttentionPlan>();
+    std::vector<std::size_t> chain;
+    std::size_t last = i;
+    const auto next = [&](OpCode op) -> std::optional<std::size_t> {
+      const auto j = sole_reader(cur, last);
+      if (!j || compiled_[*j].op != op || absorbed_[*j]) return std::nullopt;
+      return j;
+    };
+    const auto take = [&](std::size_t j) {
+      chain.push_back(j);
+      cur = g_.nodes[j].outputs[0];
+      last = j;
+    };
+    // Scale: by a constant scalar, multiplied on either side or divided on the right.
+    for (const OpCode op : {OpCode::Mul, OpCode::Div}) {
+      const auto j = next(op);
+      if (!j) continue;
+      const ValueIds& in = g_.nodes[*j].inputs;
+      const ValueId other = in[0] == cur ? in[1] : in[0];
+      const auto c = scalar_constant(other);
+      if (!c || !is_binary_of(*j, op, cur, other, cur, op == OpCode::Div)) return;  // not a scale: no fusion
+      plan->scale_kind = op == OpCode::Mul ? AttentionPlan::Scale::mul : AttentionPlan::Scale::div;
+      plan->scale = *c;
+      take(*j);
+      break;
+    }
+    ValueId mask = 0;
+    if (const auto j = next(OpCode::Add)) {
+      const ValueIds& in = g_.nodes[*j].inputs;
+      mask = in[0] == cur ? in[1] : in[0];
+      if (p_->types[mask].dtype != DType::f32 || !available_at(mask, i) ||
+          !is_binary_of(*j, OpCode::Add, cur, mask, cur))
+        return;
+      plan->mask_kind = AttentionPlan::Mask::add;
+      take(*j);
+    } else if (const auto w = next(OpCode::Where)) {
+      // A masked fill: where(c, fill, s) or where(c, s, fill), fill a constant f32 scalar.
+      const ValueIds& in = g_.nodes[*w].inputs;
+      mask = in[0];
+      const bool s_second = in[2] == cur && in[1] != cur;
+      const auto fill = scalar_constant(s_second ? in[1] : in[2]);
+      const DType cd = p_->types[mask].dtype;
+      if (mask == cur || !(s_second || (in[1] == cur && in[2] != cur)) || !fill ||
+          (cd != DType::f32 && cd != DType::boolean) || !available_at(mask, i) ||
+          p_->types[g_.nodes[*w].outputs[0]] != st)
+        return;
+      plan->mask_kind = s_second ? AttentionPlan::Mask::fill_true : AttentionPlan::Mask::fill_false;
+      plan->bool_condition = cd == DType::boolean;
+      plan->fill = *fill;
+      take(*w);
+    }
+    if (plan->mask_kind != AttentionPlan::Mask::none)
+      plan->mask =
+          aligned_operand(p_->types[mask].shape.dims(), contiguous_strides(p_->types[mask].shape.dims()), rank, false);
+    const auto sm = next(OpCode::Softmax);
+    if (!sm) return;
+    const auto& ap = compiled_[*sm].as<AxisPlan>();
+    if (ap.inner != 1 || ap.axis != sk || p_->types[g_.nodes[*sm].outputs[0]] != st) return;
+    take(*sm);
+    const auto mm2 = next(OpCode::MatMul);
+    if (!mm2 || g_.nodes[*mm2].inputs[0] != cur || g_.nodes[*mm2].inputs[1] == cur) return;
+    const ValueId vv = g_.nodes[*mm2].inputs[1];
+    const TensorType& vt = p_->types[vv];
+    take(*mm2);
+    const TensorType& ot = p_->types[cur];
+    if (vt.dtype != DType::f32 || vt.shape.rank() < 2 || ot.shape.rank() != rank ||
+        !std::equal(sd.begin(), sd.end() - 1, ot.shape.dims().begin()))
+      return;
+    const std::int64_t dv = ot.shape.dims().back();
+    if (sq <= 0 || sk <= 0 || d <= 0 || dv <= 0) return;
+    // Q, K^T and V in place: the deepest view whose rows are contiguous (K^T's columns or rows).
+    const auto pick = [&](ValueId v, auto&& usable) -> std::optional<PermutedView> {
+      auto views = views_of(v);
+      for (auto it = views.rbegin(); it != views.rend(); ++it)
+        if (available_at(it->base, i) && usable(operand_of(*it, rank))) return *it;
+      return std::nullopt;
+    };
+    const auto rows_contiguous = [](const AttentionOperand& o) { return o.col == 1; };
+    const auto q_view = pick(qv, rows_contiguous);
+    const auto k_view = pick(ktv, [&](const AttentionOperand& o) { return o.col == 1 || o.row == 1 || d == 1; });
+    const auto v_view = pick(vv, rows_contiguous);
+    if (!q_view || !k_view || !v_view) return;
+    plan->q = operand_of(*q_view, rank);
+    plan->k = operand_of(*k_view, rank);
+    plan->v = operand_of(*v_view, rank);
+    plan->k_rows = plan->k.col != 1;  // then K^T's rows have stride 1: K's rows are contiguous
+    // The output, or the transpose that alone reads it, written through strides.
+    const Dims& od = ot.shape.dims();
+    plan->out = aligned_operand(od, contiguous_strides(od), rank);
+    if (const auto t = next(OpCode::Transpose)) {
+      const Dims tp = transpose_perm(*t);
+      const Dims tcs = contiguous_strides(p_->types[g_.nodes[*t].outputs[0]].shape.dims());
+      Dims st_out(rank, 0);
+      for (std::size_t m = 0; m < rank; ++m) st_out[static_cast<std::size_t>(tp[m])] = tcs[m];
+      const AttentionOperand o = aligned_operand(od, st_out, rank);
+      if (o.col == 1) {
+        plan->out = o;
+        take(*t);
+      }
+    }
+    plan->sq = sq, plan->sk = sk, plan->d = d, plan->dv = dv;
+    plan->batch_dims.assign(sd.begin(), sd.end() - 2);
+    for (std::int64_t b : plan->batch_dims) plan->batches *= b;
+    // A score block of up to 64 rows and 64 KiB, one per thread.
+    plan->block_rows = std::clamp<std::int64_t>(16384 / sk, 1, std::min<std::int64_t>(64, sq));
+    plan->threads = threads_;
+    const auto bytes = checked_mul(plan->block_floats(), static_cast<std::int64_t>(sizeof(float)) * threads_);
+    if (!bytes) return;
+    Step s;
+    s.kernel = compiled_[i];
+    s.fn = &attention_kernel;
+    s.inputs = {q_view->base, k_view->base, v_view->base};
+    if (plan->mask_kind != AttentionPlan::Mask::none) s.inputs.push_back(mask);
+    s.output = cur;
+    s.first_node = i;
+    s.scratch_bytes = static_cast<std::size_t>(*bytes);
+    for (const auto* view : {&*q_view, &*k_view, &*v_view})
+      chain.insert(chain.end(), view->transposes.begin(), view->transposes.end());
+    s.node_count = 1 + chain.size();
+    s.packed = std::move(plan);
+    for (std::size_t j : chain) absorbed_[j] = 1;
+    attention_at_[i] = static_cast<std::int64_t>(attention_steps_.size());
+    attention_steps_.push_back(std::move(s));
+  }
+
+  void find_attention() {
+    attention_at_.assign(g_.nodes.size(), -1);
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i)
+      if (compiled_[i].op == OpCode::MatMul && compiled_[i].dtype == DType::f32) fuse_attention(i);
+  }
+
   /// A matmul with a constant 2-D right-hand side (or the transpose of one, found by
   /// find_transposed_weights) and enough rows for GEMM packs it now.
   void pack_weights_of(Step& s, const NodeDef& node, std::size_t i) {
@@ -336,8 +555,15 @@ class ProgramBuilder {
   void fuse_and_emit() {
     absorbed_.assign(g_.nodes.size(), 0);
     find_transposed_weights();
+    find_attention();
     for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
       if (absorbed_[i]) continue;
+      if (attention_at_[i] >= 0) {
+        Step& s = attention_steps_[static_cast<std::size_t>(attention_at_[i])];
+        p_->home[s.output] = ValueHome::arena;
+        p_->steps.push_back(std::move(s));
+        continue;
+      }
       const NodeDef& node = g_.nodes[i];
       Step s;
       s.kernel = compiled_[i];
@@ -385,6 +611,11 @@ class ProgramBuilder {
     };
     const Kernel& k = s.kernel;
     const std::int64_t out = p_->types[s.output].shape.numel();
+    if (s.fn == &attention_kernel) {
+      const auto& a = *static_cast<const AttentionPlan*>(s.packed.get());
+      const std::int64_t scores = mul(mul(a.batches, a.sq), a.sk);
+      return mul(scores, a.d + a.dv + 16 * 5);  // two products, and exp and four passes per score
+    }
     if (k.op == OpCode::MatMul) {
       const auto& mm = k.as<MatMulPlan>();
       std::int64_t batches = 1;
@@ -469,6 +700,8 @@ class ProgramBuilder {
   std::vector<std::uint8_t> absorbed_;
   bool widen_16bit_ = false;
   std::vector<std::int64_t> transposed_weight_;  ///< per matmul node: the constant it packs transposed, or -1
+  std::vector<std::int64_t> attention_at_;       ///< per node: its fused attention step in attention_steps_, or -1
+  std::vector<Step> attention_steps_;
 };
 
 RML_SPLIT_API Result<std::shared_ptr<Program>> build_program(const GraphDef& graph, const BuildOptions& options) {
