@@ -13,6 +13,7 @@
 #include "rml/exec/kernels/common.hpp"
 #include "rml/exec/kernels/conv.hpp"
 #include "rml/exec/kernels/elementwise.hpp"
+#include "rml/exec/kernels/half16.hpp"
 #include "rml/exec/kernels/matmul.hpp"
 #include "rml/exec/kernels/movement.hpp"
 #include "rml/exec/kernels/reduce.hpp"
