@@ -151,7 +151,8 @@ void micro_f16_simd(const MicroArgs& m) {
   for (std::int64_t s = 0; s < m.steps; ++s) {
     __m512 bv[NP];
     for (int q = 0; q < NP; ++q)
-      bv[q] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(m.b + q * m.ldb + s * kLanes)));
+      bv[q] = _mm512_maskz_cvtph_ps(0xffff,
+                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m.b + q * m.ldb + s * kLanes)));
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(std::bit_cast<float>(load_u32(m.a + r * m.lda + 4 * s)));
       for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
