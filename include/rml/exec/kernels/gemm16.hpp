@@ -203,6 +203,18 @@ MicroFn micro(int rows, int panels, bool portable) {
   return panels == 2 ? pick_micro<T, 2>(rows, simd, seq) : pick_micro<T, 1>(rows, simd, seq);
 }
 
+/// `n` f16 as the bits of their f32 values (exact): 16 at a time through vcvtph2ps where the build
+/// has AVX-512.
+inline void widen_f16(const std::uint16_t* src, std::int64_t n, std::uint32_t* dst) {
+  std::int64_t i = 0;
+#if RML_GEMM16_F16_SIMD
+  for (; i + kLanes <= n; i += kLanes)
+    _mm512_storeu_ps(reinterpret_cast<float*>(dst + i),
+                     _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+#endif
+  for (; i < n; ++i) dst[i] = std::bit_cast<std::uint32_t>(f16::to_float(src[i]));
+}
+
 /// The row operand: `m` rows of `k` 16-bit elements of type T, row stride `ld` elements.
 struct Rows {
   const std::uint16_t* data = nullptr;
@@ -231,7 +243,7 @@ const std::byte* row_block(const Rows& rows, std::int64_t k, std::int64_t r0, st
       for (std::int64_t s = s0; s < full; ++s) dst[s - s0] = load_pair(src + 2 * s);
       for (std::int64_t s = std::max(full, s0); s < s1; ++s) dst[s - s0] = src[2 * s];  // the odd tail, high half 0
     } else {
-      for (std::int64_t s = s0; s < s1; ++s) dst[s - s0] = std::bit_cast<std::uint32_t>(f16::to_float(src[s]));
+      widen_f16(src + s0, w, dst);
     }
   }
   return reinterpret_cast<const std::byte*>(buf);
@@ -247,7 +259,9 @@ constexpr std::int64_t panel_u16(std::int64_t steps) noexcept {
 template <typename T>
 constexpr std::int64_t column_block(std::int64_t steps, std::int64_t panels) noexcept {
   const std::int64_t bytes = std::max<std::int64_t>(panel_u16<T>(steps) * 2, 1);
-  return std::clamp<std::int64_t>(kPanelL2 / bytes, 1, std::min<std::int64_t>(16, std::max<std::int64_t>(panels, 1)));
+  const std::int64_t nb = std::clamp<std::int64_t>(kPanelL2 / bytes, 1, 16);
+  // Whole micro-kernel widths (kNp panels), unless the product has fewer panels than that.
+  return std::min(nb > kNp ? nb / kNp * kNp : nb, std::max<std::int64_t>(panels, 1));
 }
 
 /// Scratch bytes of one thread: the f32 tile, a row block, and (when the panels are made per
@@ -270,6 +284,10 @@ struct Product {
   bool bias_along_rows = false;
   std::span<const UnaryStep> chain;
   bool portable = false;
+  /// With wrap > 0 the columns are positions over rows `wrap` wide of which the first `keep` are
+  /// outputs: column c is output column (c / wrap) * keep + c % wrap, and dropped when c % wrap >= keep
+  /// (a convolution computed over its zero-padded input's width).
+  std::int64_t wrap = 0, keep = 0;
 };
 
 /// Adds the bias, runs the chain and rounds rows [r0, r1), columns [c0, c1) of the f32 tile `acc`
@@ -289,8 +307,17 @@ void finish(const Product<T>& p, const float* acc, std::int64_t ldc, std::int64_
       std::copy_n(a, len, row);
     }
     if (!p.chain.empty()) unary_chain(p.chain, row, row, len);
-    T* o = p.out + r * p.ldo + c0;
-    for (std::int64_t i = 0; i < len; ++i) o[i] = store<T>(row[i]);
+    T* o = p.out + r * p.ldo;
+    if (p.wrap == 0) {
+      for (std::int64_t i = 0; i < len; ++i) o[c0 + i] = store<T>(row[i]);
+      continue;
+    }
+    for (std::int64_t c = c0; c < c1;) {  // one output row's part at a time
+      const std::int64_t y = c / p.wrap, x = c % p.wrap, next = std::min(c1, (y + 1) * p.wrap);
+      for (std::int64_t i = x; i < std::min(p.keep, x + next - c); ++i)
+        o[y * p.keep + i] = store<T>(row[c - c0 + i - x]);
+      c = next;
+    }
   }
 }
 
