@@ -35,6 +35,10 @@ inline std::vector<DotCase> dot_cases() {
       {"denormal input read as zero", 0.0f, pair(0, bf(0x1p100f)), pair(0, 0x0001), 0.0f},
       // A denormal product (2^-70 * 2^-70 = 2^-140) is flushed to zero.
       {"denormal result flushed", 0.0f, pair(0, bf(0x1p-70f)), pair(0, bf(0x1p-70f)), 0.0f},
+      // The first product (odd: 2^-70 * 2^-70 = 2^-140) is flushed before the second (2^-126) is
+      // added: 2^-126, where an unflushed 2^-140 would survive in 2^-126 + 2^-140.
+      {"first result flushed before the second product", 0.0f, pair(bf(0x1p-63f), bf(0x1p-70f)),
+       pair(bf(0x1p-63f), bf(0x1p-70f)), 0x1p-126f},
       // A denormal accumulator reads as zero.
       {"denormal accumulator read as zero", 0x1p-140f, 0, 0, 0.0f},
       // Normal values pass: 2^-63 * 2^-63 = 2^-126, the smallest normal.
