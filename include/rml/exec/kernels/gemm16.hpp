@@ -185,7 +185,7 @@ constexpr MicroFn simd_fn() {
 
 /// Whether this build has a SIMD micro-kernel for T.
 template <typename T>
-inline constexpr bool has_simd = simd_fn<T, 1, 1>() != nullptr;
+inline constexpr bool has_simd = std::is_same_v<T, bf16> ? RML_GEMM16_BF16_SIMD != 0 : RML_GEMM16_F16_SIMD != 0;
 
 template <typename T, int NP, int... R>
 MicroFn pick_micro(int rows, bool simd, std::integer_sequence<int, R...>) {
