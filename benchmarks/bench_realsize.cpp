@@ -24,6 +24,10 @@
 // 20; RML_BENCH_RUNS=<n> sets the count. Not a Google Benchmark program: every figure comes from a process of
 // its own, and all three engines are timed the same way (median of single runs). RML_WINOGRAD=off|f2|f4 sets
 // rml's ExecutorOptions::winograd (default f2), to compare its convolution paths against the same peers.
+//
+// 16-bit rows: ResNet-18 and the BERT-size layer exported in f16 and bf16 (stems ending _f16 / _bf16, from
+// `gen_zoo.py --real16` in $RML_REALSIZE16_DIR, default ./bench_realsize16, not generated here): rml runs the
+// 16-bit model, ORT and PyTorch the f32 one, so each row reads against the f32 row above it.
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -39,6 +43,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -56,7 +61,7 @@ namespace {
 
 struct Model {
   std::string stem;  // <name>_b<batch>
-  std::string dir;   // "real" or "zoo": which fixture directory
+  std::string dir;   // "real", "real16" or "zoo": which fixture directory
   bool conv;         // a convolutional model: its share of the FMA peak is printed
 };
 
@@ -69,6 +74,10 @@ const std::vector<Model> kModels = {
     {"encoder_d256_b1", "real", false},
     {"encoder_bert_b1", "real", false},
     {"linear1024_b64", "real", false},
+    {"resnet18_224_b1_bf16", "real16", true},
+    {"resnet18_224_b1_f16", "real16", true},
+    {"encoder_bert_b1_bf16", "real16", false},
+    {"encoder_bert_b1_f16", "real16", false},
     {"mlp_b1", "zoo", false},
     {"cnn_b1", "zoo", true},
     {"transformer_b1", "zoo", false},
@@ -86,6 +95,23 @@ std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
+}
+
+/// The f32 model a 16-bit row's peers run: its stem without the _f16 / _bf16 suffix.
+std::string f32_stem(const Model& m) {
+  if (m.dir != "real16") return m.stem;
+  return m.stem.substr(0, m.stem.rfind('_'));
+}
+
+/// A float tensor's values as f32 (f16 and bf16 widened exactly); empty for other dtypes.
+std::vector<float> as_floats(const rml::Tensor& t) {
+  std::vector<float> out;
+  if (t.dtype() == rml::DType::f32) out.assign(t.span<float>().begin(), t.span<float>().end());
+  for (rml::f16 v : t.dtype() == rml::DType::f16 ? t.span<rml::f16>() : std::span<const rml::f16>{})
+    out.push_back(static_cast<float>(v));
+  for (rml::bf16 v : t.dtype() == rml::DType::bf16 ? t.span<rml::bf16>() : std::span<const rml::bf16>{})
+    out.push_back(static_cast<float>(v));
+  return out;
 }
 
 /// A `Vm...:` line of /proc/self/status, in kB (0 when absent).
@@ -236,9 +262,9 @@ int run_child(const fs::path& dir, const std::string& stem, int threads, int run
   // The outputs against PyTorch's, so a fast wrong answer does not pass unnoticed.
   double error = 0;
   auto expected = reader->get("output.0");
-  if (expected.ok() && expected->numel() == outputs[0].numel() && outputs[0].dtype() == rml::DType::f32) {
-    auto want = expected->span<float>();
-    auto got = outputs[0].span<float>();
+  const auto want = expected.ok() ? as_floats(*expected) : std::vector<float>{};
+  const auto got = as_floats(outputs[0]);
+  if (!got.empty() && want.size() == got.size()) {
     double scale = 1;
     for (std::size_t i = 0; i < got.size(); ++i) {
       error = std::max(error, static_cast<double>(std::abs(got[i] - want[i])));
@@ -332,6 +358,10 @@ int main(int argc, char** argv) {
   const std::string source = RML_SOURCE_DIR, self = fs::canonical("/proc/self/exe").string();
   const fs::path real_dir = fs::absolute(env_or("RML_REALSIZE_DIR", "bench_realsize"));
   const fs::path zoo_dir = fs::absolute(env_or("RML_ZOO_DIR", "bench_zoo"));
+  const fs::path real16_dir = fs::absolute(env_or("RML_REALSIZE16_DIR", "bench_realsize16"));
+  const auto dir_of = [&](const Model& m) {
+    return m.dir == "real" ? real_dir : m.dir == "real16" ? real16_dir : zoo_dir;
+  };
   const std::string ort_dir = env_or("RML_ORT_DIR", "");
   if (!fs::exists(real_dir / "linear1024_b64.flops") && !generate(source, real_dir, "--real")) return 1;
   if (!fs::exists(zoo_dir / "resnet18_b1.onnx") && !generate(source, zoo_dir, "--keep-onnx")) return 1;
@@ -350,7 +380,10 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   for (const auto& model : kModels) {
     if (!only.empty() && only.find("," + model.stem + ",") == std::string::npos) continue;
-    const fs::path dir = model.dir == "real" ? real_dir : zoo_dir;
+    const fs::path dir = dir_of(model);
+    // A 16-bit row's peers run the f32 model.
+    const fs::path peer_dir = model.dir == "real16" ? real_dir : dir;
+    const std::string peer_stem = f32_stem(model);
     for (int threads : {1, 2}) {
       const std::string t = std::to_string(threads), r = std::to_string(runs);
       Row row{model, threads, {}, {}, {}};
@@ -359,16 +392,16 @@ int main(int argc, char** argv) {
                    model.stem, threads);
       if (ort_dir.empty())
         row.ort.failure = "set RML_ORT_DIR";
-      else if (std::ifstream why(dir / (model.stem + ".onnx_error")); why && std::getline(why, row.ort.failure))
+      else if (std::ifstream why(peer_dir / (peer_stem + ".onnx_error")); why && std::getline(why, row.ort.failure))
         row.ort.failure = "torch.onnx.export failed: " + row.ort.failure;
       else
         row.ort = run_cell("NODE_PATH=" + shell_quote(ort_dir + "/node_modules") + " node " +
-                               shell_quote(source + "/benchmarks/peers/zoo_ort.js") + " " + shell_quote(dir.string()) +
-                               " " + t + " " + r + " " + model.stem,
-                           model.stem, threads);
+                               shell_quote(source + "/benchmarks/peers/zoo_ort.js") + " " +
+                               shell_quote(peer_dir.string()) + " " + t + " " + r + " " + peer_stem,
+                           peer_stem, threads);
       row.torch = run_cell("/usr/bin/python3 " + shell_quote(source + "/benchmarks/peers/zoo_torch.py") +
-                               " --threads " + t + " --runs " + r + " " + model.stem,
-                           model.stem, threads);
+                               " --threads " + t + " --runs " + r + " " + peer_stem,
+                           peer_stem, threads);
       std::printf("# %-24s %d thr: rml %s, ORT %s, PyTorch %s\n", model.stem.c_str(), threads,
                   row.rml.failure.empty() ? ms_text(row.rml.ms).c_str() : "-",
                   row.ort.failure.empty() ? ms_text(row.ort.ms).c_str() : "-",
@@ -410,7 +443,7 @@ int main(int argc, char** argv) {
     // FLOPs from rml's graph; from the PyTorch count written beside the fixtures when rml has none.
     double flops = row.rml.failure.empty() ? row.rml.flops : 0;
     if (flops == 0) {
-      std::ifstream in((row.model.dir == "real" ? real_dir : zoo_dir) / (stem + ".flops"));
+      std::ifstream in(dir_of(row.model) / (stem + ".flops"));
       in >> flops;
     }
     auto share = [&](const Cell& c) {

@@ -29,4 +29,17 @@ if(TARGET rml_tests_exec AND rml_has_march_native AND NOT CMAKE_CROSSCOMPILING)
                                                            RML_TEST_BUILD_DIR="${RML_TEST_BUILD_DIR}")
   add_test(NAME exec_native COMMAND rml_tests_exec_native --no-version=true)
   set_tests_properties(exec_native PROPERTIES LABELS "unit;exec")
+
+# The 16-bit GEMM's SIMD micro-kernels held to the portable path's bits: one program built with the
+# AVX-512 BF16 flags (whatever the preset's), skipped (exit 77) on a CPU without them.
+check_cxx_compiler_flag("-mavx512bf16" RML_HAVE_AVX512BF16_FLAG)
+if(TARGET rml_tests_exec AND RML_HAVE_AVX512BF16_FLAG)
+  add_executable(rml_tests_gemm16_simd ${CMAKE_CURRENT_LIST_DIR}/simd/gemm16_simd.cpp)
+  target_link_libraries(rml_tests_gemm16_simd PRIVATE rml::rml doctest::doctest rml_warnings)
+  target_include_directories(rml_tests_gemm16_simd PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  # GCC 12 warns of the undefined source operand inside its own AVX-512 intrinsics (as Eigen uses them).
+  target_compile_options(rml_tests_gemm16_simd PRIVATE -mavx512f -mavx512bf16 -mavx512vl -mavx512bw -mfma -mf16c
+                                                       -Wno-uninitialized -Wno-maybe-uninitialized)
+  add_test(NAME exec_gemm16_simd COMMAND rml_tests_gemm16_simd --no-version=true)
+  set_tests_properties(exec_gemm16_simd PROPERTIES LABELS "unit;exec" SKIP_RETURN_CODE 77)
 endif()

@@ -190,6 +190,19 @@ TEST_CASE("16-bit matmul and conv2d match NumPy with their weights widened at cr
   CHECK(ran == 12);
 }
 
+TEST_CASE("16-bit matmul packs a constant transposed weight as stored, unless its weights are widened") {
+  // The outputs are checked against NumPy above; here, that the 16-bit GEMM took the matmul (the
+  // transpose is absorbed into its packing: matmul and relu remain) and the widened path did not.
+  for (const char* name : {"gemm16_bf16_matmul_linear_relu", "gemm16_f16_matmul_linear_relu"}) {
+    INFO("case ", name);
+    const Graph graph = load_case(name).graph;
+    CHECK(Executor::create(graph, {1}).value().step_count() == 2);
+    ExecutorOptions widened;
+    widened.widen_16bit_weights = true;
+    CHECK(Executor::create(graph, widened).value().step_count() == 3);
+  }
+}
+
 TEST_CASE("binary ops with a constant scalar fuse into their producer's step") {
   // The outputs are checked against NumPy above; here, that the fusion happened (and did not where
   // the scalar would broadcast the value to a larger shape).

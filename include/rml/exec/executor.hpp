@@ -39,8 +39,9 @@ struct ExecutorOptions {
   /// The Winograd transform 3x3 stride-1 convolutions with constant weights may take where it pays
   /// (docs/ops.md says which, and the rounding error measured); Winograd::off keeps them all direct.
   Winograd winograd = Winograd::f2;
-  /// Widen the f16/bf16 constant weights of matmul and conv2d to f32 once, here, instead of on
-  /// every run: faster runs for the f32 copies' memory (docs/ops.md, "16-bit floats").
+  /// Widen the f16/bf16 constant weights of matmul and conv2d to f32 once, here, and run them
+  /// through the f32 kernels instead of the 16-bit GEMM: an f32 copy of every such weight, and
+  /// slower on the sizes measured (docs/ops.md, "16-bit floats" and "16-bit GEMM").
   bool widen_16bit_weights = false;
   /// A step whose estimated work (multiply-adds, or elements touched) is below this runs on the
   /// calling thread and never wakes the pool; 0 lets every step split as its kernel sees fit (tests

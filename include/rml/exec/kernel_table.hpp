@@ -13,13 +13,15 @@
 #include "rml/exec/kernels/common.hpp"
 #include "rml/exec/kernels/conv.hpp"
 #include "rml/exec/kernels/elementwise.hpp"
+#include "rml/exec/kernels/half16.hpp"
 #include "rml/exec/kernels/matmul.hpp"
 #include "rml/exec/kernels/movement.hpp"
 #include "rml/exec/kernels/reduce.hpp"
 
 namespace rml::detail {
 
-// matmul, conv2d, the pools and softmax on f16 and bf16: the operands are widened to f32 in the
+// matmul, conv2d, the pools and softmax on f16 and bf16 (but a matmul or conv2d with constant
+// weights, which the 16-bit GEMM runs: kernels/half16.hpp): the operands are widened to f32 in the
 // step's scratch, the f32 kernel runs on them, and each output is rounded once to the 16-bit
 // type (the op's result). Constant 16-bit weights stay 16-bit in memory (mapped); the widened copy
 // lives in scratch, which the steps share, only while the step runs.

@@ -718,14 +718,30 @@ def half_cases(r):
         one_op("%s_where_mask" % t, "where", [f32(cond), xa, ya], np.where(cond, xa, ya))
 
 
+def half_tol(ulp, k):
+    """A unit in the last place of the 16-bit type (`ulp`, from HALF) plus f32's accumulation error over k terms."""
+    e = 1e-5 * math.sqrt(max(k, 1))
+    return {"rtol": "%.3g" % (float(ulp["rtol"]) + e), "atol": "%.3g" % e}
+
+
+def half_conv(r, rnd, wid, spec):
+    """Random 16-bit x, w and bias for a conv2d `spec` (shapes x, w; attrs), the float64 result from
+    them, and the depth k of its dot products."""
+    attrs = spec["attrs"]
+    x, w = rnd(f32(r.standard_normal(spec["x"]))), rnd(f32(r.standard_normal(spec["w"])))
+    bias = rnd(f32(r.standard_normal(spec["w"][0])))
+    y = conv_ref(wid(x), wid(w), wid(bias), attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0]),
+                 attrs.get("dilations", [1, 1]), attrs.get("groups", 1))
+    return x, w, bias, y, spec["w"][1] * spec["w"][2] * spec["w"][3]
+
+
 def half_product_cases(r):
     """matmul, conv2d (constant 16-bit weights: they stay 16-bit, widened per run), the pools and
     softmax on f16 and bf16: computed in float64 from the 16-bit inputs and rounded once; within a
     unit in the last place plus f32's accumulation error."""
     for t, (rnd, wid, ulp) in HALF.items():
         def tol(k):
-            e = 1e-5 * math.sqrt(max(k, 1))
-            return {"rtol": "%.3g" % (float(ulp["rtol"]) + e), "atol": "%.3g" % e}
+            return half_tol(ulp, k)
 
         for name, (sa, sb), const in (("2d", ((3, 8), (8, 5)), False), ("rows_const", ((2, 6, 40), (40, 24)), True),
                                       ("batch", ((2, 3, 4), (2, 4, 5)), False)):
@@ -737,11 +753,7 @@ def half_product_cases(r):
                            ("depthwise", dict(x=(1, 4, 6, 7), w=(4, 1, 3, 3), attrs={"groups": 4, "strides": [1, 2]})),
                            ("tiled", dict(x=(1, 24, 10, 10), w=(16, 24, 3, 3), attrs={"pads": [1, 1, 1, 1]}))):
             attrs = spec["attrs"]
-            x, w = rnd(f32(r.standard_normal(spec["x"]))), rnd(f32(r.standard_normal(spec["w"])))
-            bias = rnd(f32(r.standard_normal(spec["w"][0])))
-            y = conv_ref(wid(x), wid(w), wid(bias), attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0]),
-                         attrs.get("dilations", [1, 1]), attrs.get("groups", 1))
-            k = spec["w"][1] * spec["w"][2] * spec["w"][3]
+            x, w, bias, y, k = half_conv(r, rnd, wid, spec)
             one_op("%s_conv2d_%s" % (t, name), "conv2d", [x, w, bias], rnd(f32(y)), attrs, meta=tol(k), consts=(1, 2))
         x = rnd(f32(r.standard_normal((2, 3, 7, 6))))
         xw = wid(x)
@@ -1051,6 +1063,50 @@ def fused_block_cases():
     transposed_weight_case("matmul_transposed_weight_shared", 6, 12, 8, shared=True)
 
 
+def gemm16_cases():
+    """matmul and conv2d on f16 and bf16 with constant weights, through the 16-bit GEMM (gemm16.hpp):
+    odd depth (the bf16 pair padded with a zero), odd rows and columns (partial micro-tiles and
+    panels), depth past one block (256 steps) and rows past one row block (64), the Linear layout
+    (transpose of a constant), padding, strides, groups, batch 2, bias and a relu after; references
+    in float64 from the 16-bit inputs, rounded once (relu after the rounding, as its own op)."""
+    r = np.random.default_rng(20268)
+    for t, (rnd, wid, ulp) in HALF.items():
+        def tol(k):
+            return half_tol(ulp, k)
+
+        for name, (m, k, n) in (("odd", (7, 33, 37)), ("one_row", (1, 5, 17)), ("deep", (70, 601, 40)),
+                                ("wide", (9, 64, 300))):
+            a, b = rnd(f32(r.standard_normal((m, k)))), rnd(f32(r.standard_normal((k, n))))
+            y = wid(a).astype(np.float64) @ wid(b).astype(np.float64)
+            one_op("gemm16_%s_matmul_%s" % (t, name), "matmul", [a, b], rnd(f32(y)), meta=tol(k), consts=(1,))
+        # x @ transpose(W) with W [n, k] constant: packed as stored; a relu after.
+        m, k, n = 9, 19, 50
+        c = Case("gemm16_%s_matmul_linear_relu" % t, tol(k))
+        x = rnd(f32(r.standard_normal((m, k))))
+        w = rnd(f32(r.standard_normal((n, k))))
+        xi = c.input(x, "x")
+        wt = c.node("transpose", [c.const(w)], w.T.copy(), {"perm": [1, 0]})
+        y = rnd(f32(wid(x).astype(np.float64) @ wid(w).astype(np.float64).T))
+        mm = c.node("matmul", [xi, wt], y)
+        c.output(c.node("relu", [mm], rnd(np.maximum(wid(y), 0))))
+        c.write()
+        for name, spec in (
+                ("odd_pad", dict(x=(2, 3, 9, 8), w=(5, 3, 3, 3), attrs={"pads": [1, 2, 0, 1]})),
+                ("strided_grouped", dict(x=(1, 6, 11, 9), w=(4, 3, 3, 2), attrs={"groups": 2, "strides": [2, 1],
+                                                                                  "pads": [1, 1, 1, 0]})),
+                ("dilated", dict(x=(1, 4, 10, 12), w=(6, 4, 3, 3), attrs={"dilations": [2, 1], "pads": [2, 1, 2, 1]})),
+                ("pointwise_blocks", dict(x=(2, 7, 21, 19), w=(66, 7, 1, 1), attrs={})),
+                ("deep", dict(x=(1, 60, 6, 6), w=(9, 60, 3, 3), attrs={"pads": [1, 1, 1, 1]}))):
+            attrs = spec["attrs"]
+            x, w, bias, y, k = half_conv(r, rnd, wid, spec)
+            c = Case("gemm16_%s_conv2d_%s_relu" % (t, name), tol(k))
+            ids = [c.input(x, "x"), c.const(w), c.const(bias)]
+            yc = rnd(f32(y))
+            conv = c.node("conv2d", ids, yc, attrs)
+            c.output(c.node("relu", [conv], rnd(np.maximum(wid(yc), 0))))
+            c.write()
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -1072,6 +1128,7 @@ def main():
     dtype_cases()
     fused_block_cases()
     pow_mod_argmax_cases()
+    gemm16_cases()
 
 
 if __name__ == "__main__":

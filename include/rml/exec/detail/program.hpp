@@ -36,7 +36,8 @@ struct Step {
   std::size_t scratch_offset = 0;
   std::size_t scratch_bytes = 0;
   /// Constant weights packed at create (PackedWeights for matmul, PackedConvWeights for conv2d;
-  /// for a 16-bit matmul or conv2d, its weights widened to f32: WidenedWeights).
+  /// for a 16-bit matmul or conv2d, Half16Packed for the 16-bit GEMM, or its weights widened to
+  /// f32 when asked: WidenedWeights).
   std::shared_ptr<const void> packed;
   bool serial = false;         ///< too little work to split: runs on the calling thread
   std::size_t first_node = 0;  ///< index of the node it starts from (for messages)

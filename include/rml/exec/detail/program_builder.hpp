@@ -509,6 +509,45 @@ class ProgramBuilder {
     return mm.batch_dims.empty() && mm.m > kGemvRows && mm.k > 0 && mm.n > 0;
   }
 
+  /// Whether a matmul of `dtype` packs a constant right-hand side: f32 with enough rows for GEMM;
+  /// f16/bf16 whenever the weights stay 16-bit (the 16-bit GEMM has no per-call packing to save).
+  [[nodiscard]] bool packable(const MatMulPlan& mm, DType dtype) const {
+    if (is_half_dtype(dtype)) return !widen_16bit_ && mm.batch_dims.empty() && mm.m > 0 && mm.k > 0 && mm.n > 0;
+    return dtype == DType::f32 && packable(mm);
+  }
+
+  /// A 16-bit matmul with a constant 2-D right-hand side (or the transpose of one) packs it as
+  /// 16-bit panels and runs through the 16-bit GEMM (kernels/half16.hpp).
+  void pack_half_matmul_of(Step& s, const NodeDef& node, std::size_t i) {
+    const auto& mm = s.kernel.as<MatMulPlan>();
+    const bool transposed = transposed_weight_[i] >= 0;
+    const ValueId b = transposed ? static_cast<ValueId>(transposed_weight_[i]) : node.inputs[1];
+    if (!is_half_dtype(s.kernel.dtype) || p_->home[b] != ValueHome::constant || !packable(mm, s.kernel.dtype)) return;
+    const Tensor& w = p_->constants[b];
+    if (s.kernel.dtype == DType::bf16) {
+      s.packed = pack_half_matmul(w.data<bf16>(), mm.k, mm.n, threads_, transposed);
+      s.fn = &half_matmul_kernel<bf16>;
+    } else {
+      s.packed = pack_half_matmul(w.data<f16>(), mm.k, mm.n, threads_, transposed);
+      s.fn = &half_matmul_kernel<f16>;
+    }
+    s.scratch_bytes = static_cast<const Half16Packed*>(s.packed.get())->scratch;
+    s.inputs[1] = b;
+  }
+
+  /// A 16-bit conv2d (not depthwise) with constant weights runs through the 16-bit GEMM, reading
+  /// the weights where they are.
+  void plan_half_conv_of(Step& s, const NodeDef& node) {
+    const auto& cp = s.kernel.as<Conv2dPlan>();
+    if (!is_half_dtype(s.kernel.dtype) || widen_16bit_ || p_->home[node.inputs[1]] != ValueHome::constant ||
+        conv_is_depthwise(cp) || cp.og == 0 || cp.oh * cp.ow == 0 || cp.cg * cp.kh * cp.kw == 0)
+      return;
+    const bool bf = s.kernel.dtype == DType::bf16;
+    s.packed = bf ? plan_half_conv<bf16>(cp, threads_) : plan_half_conv<f16>(cp, threads_);
+    s.fn = bf ? &half_conv2d_kernel<bf16> : &half_conv2d_kernel<f16>;
+    s.scratch_bytes = static_cast<const Half16Packed*>(s.packed.get())->scratch;
+  }
+
   /// `matmul(x, transpose(W))` with W a constant 2-D f32 and the transpose read by that matmul alone
   /// (how a Linear layer's weight looks when nothing folded the transpose): the matmul packs W as
   /// stored, and the transpose is absorbed.
@@ -518,7 +557,9 @@ class ProgramBuilder {
       const NodeDef& t = g_.nodes[j];
       if (compiled_[j].op != OpCode::Transpose || t.inputs.size() != 1) continue;
       const ValueId w = t.inputs[0], wt = t.outputs[0];
-      if (p_->home[w] != ValueHome::constant || p_->types[w].dtype != DType::f32 || p_->types[w].shape.rank() != 2)
+      const DType dt = p_->types[w].dtype;
+      if (p_->home[w] != ValueHome::constant || (dt != DType::f32 && !is_half_dtype(dt)) ||
+          p_->types[w].shape.rank() != 2)
         continue;
       // perm [1, 0] (not the identity): the copy walks W down its columns.
       const auto& copy = compiled_[j].as<StridedCopyPlan>();
@@ -526,7 +567,7 @@ class ProgramBuilder {
         continue;
       const auto mm = sole_reader(wt, j);
       if (!mm || compiled_[*mm].op != OpCode::MatMul || g_.nodes[*mm].inputs[1] != wt ||
-          g_.nodes[*mm].inputs[0] == wt || !packable(compiled_[*mm].as<MatMulPlan>()))
+          g_.nodes[*mm].inputs[0] == wt || !packable(compiled_[*mm].as<MatMulPlan>(), compiled_[*mm].dtype))
         continue;
       transposed_weight_[*mm] = static_cast<std::int64_t>(w);
       absorbed_[j] = 1;
@@ -586,11 +627,13 @@ class ProgramBuilder {
       } else if (op == OpCode::MatMul) {
         widen_weights_of(s, node);
         pack_weights_of(s, node, i);
+        pack_half_matmul_of(s, node, i);
         fuse_bias(s, i);
         fuse_unary_chain(s, i);
       } else if (op == OpCode::Conv2d) {
         widen_weights_of(s, node);
         pack_conv_weights_of(s, node);
+        plan_half_conv_of(s, node);
         fuse_unary_chain(s, i);
       } else if (is_binary(op)) {
         fuse_unary_chain(s, i);
