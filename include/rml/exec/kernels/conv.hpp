@@ -424,7 +424,10 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   } else if (pw->split_rows) {
     pw->parts = std::min<std::int64_t>(threads, (p.og + sgemm::kMr - 1) / sgemm::kMr);
   } else if (split) {
-    tile_panels = std::max<std::int64_t>(1, std::min(tile_panels, panels / threads));
+    // The same number of tiles for every thread, each at most tile_panels wide.
+    const std::int64_t per_thread = (panels + threads - 1) / threads;
+    const std::int64_t tiles = threads * ((per_thread + tile_panels - 1) / tile_panels);
+    tile_panels = std::max<std::int64_t>(1, (panels + tiles - 1) / tiles);
     pw->parts = std::min<std::int64_t>(threads, (panels + tile_panels - 1) / tile_panels);
   }
   pw->cols = tile_panels * nr;
@@ -443,17 +446,25 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   return pw;
 }
 
-/// The zero-padded copy of one group's input for implicit runs: [cg, hp, wp], then zeros up to
-/// pw.padded_floats().
-inline void pad_input(const Conv2dPlan& p, const PackedConvWeights& pw, const float* xg, float* padded) {
-  std::fill_n(padded, pw.padded_floats(), 0.0f);
-  for (std::int64_t c = 0; c < p.cg; ++c)
-    for (std::int64_t iy = 0; iy < p.h; ++iy) {
-      const std::int64_t yy = iy + p.pad_top;
-      if (yy >= pw.hp) break;
-      const std::int64_t cols = std::min(p.w, pw.wp - p.pad_left);
-      std::copy_n(xg + (c * p.h + iy) * p.w, cols, padded + (c * pw.hp + yy) * pw.wp + p.pad_left);
+/// Channels [c0, c1) of the zero-padded copy of one group's input for implicit runs ([cg, hp, wp]),
+/// and, with the last channel, the zeros after it up to pw.padded_floats(). Only the border is
+/// zeroed: the inside is overwritten by the input.
+inline void pad_input(const Conv2dPlan& p, const PackedConvWeights& pw, const float* xg, float* padded, std::int64_t c0,
+                      std::int64_t c1) {
+  const std::int64_t left = std::min(p.pad_left, pw.wp), cols = std::clamp<std::int64_t>(pw.wp - left, 0, p.w);
+  for (std::int64_t c = c0; c < c1; ++c)
+    for (std::int64_t yy = 0; yy < pw.hp; ++yy) {
+      float* row = padded + (c * pw.hp + yy) * pw.wp;
+      const std::int64_t iy = yy - p.pad_top;
+      if (iy < 0 || iy >= p.h) {
+        std::fill_n(row, pw.wp, 0.0f);
+        continue;
+      }
+      std::fill_n(row, left, 0.0f);
+      std::copy_n(xg + (c * p.h + iy) * p.w, cols, row + left);
+      std::fill(row + left + cols, row + pw.wp, 0.0f);
     }
+  if (c1 == p.cg) std::fill(padded + p.cg * pw.hp * pw.wp, padded + pw.padded_floats(), 0.0f);
 }
 
 /// GEMM columns [i0, i0 + n) (output positions, over the padded width when implicit) and output
@@ -502,7 +513,13 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
       const float* xg = x + (n * p.c + g * p.cg) * plane_in;
       const float* wg = pw.group(g);
       float* yg = y + (n * p.o + g * p.og) * plane;
-      if (pw.implicit) pad_input(p, pw, xg, padded);
+      if (pw.implicit) {
+        const auto pad = [&](std::int64_t c0, std::int64_t c1) { pad_input(p, pw, xg, padded, c0, c1); };
+        if (pw.parts > 1)
+          parallel_ranges(pool, p.cg, work_grain(pw.hp * pw.wp), pad);
+        else
+          pad(0, p.cg);
+      }
       const Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain};
       if (pw.transposed) {
         // Y^T[plane, og] = X^T W_g^T, X^T packed once; each part a range of channel panels, which
