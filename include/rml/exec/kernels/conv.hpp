@@ -327,7 +327,7 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
 /// positions, or, when the positions are too few for every thread to get a tile, blocks of output
 /// channels over one shared im2col matrix. On planes smaller than two GEMM panels (deep layers)
 /// the product is turned around, Y^T[plane, og] = X^T W^T, so the channels fill whole panels: the
-/// weights are then kept as W_g^T, row-major [kdim, og], and the parts split the channels.
+/// weights are then packed as B (W_g^T in panels of channels), and the parts split the channels.
 struct PackedConvWeights {
   std::int64_t kdim = 0, og = 0;
   std::int64_t cols = 0;    ///< output positions per tile, a multiple of sgemm::kNr
@@ -335,7 +335,7 @@ struct PackedConvWeights {
   bool split_rows = false;  ///< each part takes a range of output channels, not of tiles
   bool pointwise = false;   ///< a 1x1 convolution: X is the input itself
   bool transposed = false;  ///< the channels are the GEMM's columns (small planes)
-  /// Per group: W_g packed by sgemm::pack_a, or W_g^T when transposed.
+  /// Per group: W_g packed by sgemm::pack_a, or W_g^T packed by sgemm::pack_b when transposed.
   std::vector<float, Eigen::aligned_allocator<float>> a;
   /// Stride-1 convolutions read from the padded input: its height and width, and per row k of X
   /// (ci, ky, kx) the offset of its first element in the padded input.
@@ -348,7 +348,7 @@ struct PackedConvWeights {
   std::shared_ptr<const WinogradWeights> winograd;
 
   [[nodiscard]] std::int64_t group_floats() const noexcept {
-    return transposed ? kdim * og : sgemm::packed_floats(og, kdim);
+    return transposed ? sgemm::packed_b_floats(kdim, og) : sgemm::packed_floats(og, kdim);
   }
   [[nodiscard]] const float* group(std::int64_t g) const noexcept { return a.data() + g * group_floats(); }
   /// Transposed runs: floats of X^T packed and of Y^T [positions, og].
@@ -440,8 +440,7 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
       sgemm::pack_a(wg, kdim, p.og, kdim, dst);
       continue;
     }
-    for (std::int64_t o = 0; o < p.og; ++o)
-      for (std::int64_t r = 0; r < kdim; ++r) dst[r * p.og + o] = wg[o * kdim + r];
+    sgemm::pack_b(wg, 1, kdim, kdim, p.og, dst);  // W_g^T [kdim, og] in panels, contiguous per panel
   }
   return pw;
 }
@@ -531,8 +530,8 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
           const std::int64_t j0 = panels * part / pw.parts * sgemm::kNr;
           const std::int64_t j1 = std::min(p.og, panels * (part + 1) / pw.parts * sgemm::kNr);
           if (j0 >= j1) return;
-          sgemm::multiply(packed_x, pw.kdim, sgemm::StridedRows{wg + j0, p.og}, j1 - j0, yt + j0, p.og, 0, plane, false,
-                          parts + part * sgemm::kPanelFloats);
+          sgemm::multiply(packed_x, pw.kdim, sgemm::PanelRows{wg + j0 * pw.kdim, pw.kdim}, j1 - j0, yt + j0, p.og, 0,
+                          plane, false, nullptr, true);
           for (std::int64_t o = j0; o < j1; ++o)
             for (std::int64_t q = 0; q < plane; ++q) yg[o * plane + q] = yt[q * p.og + o];
           if (!eg.empty()) apply_epilogue(eg, BiasAlong::rows, yg, plane, j0, j1, 0, plane);
