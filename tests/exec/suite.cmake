@@ -29,6 +29,7 @@ if(TARGET rml_tests_exec AND rml_has_march_native AND NOT CMAKE_CROSSCOMPILING)
                                                            RML_TEST_BUILD_DIR="${RML_TEST_BUILD_DIR}")
   add_test(NAME exec_native COMMAND rml_tests_exec_native --no-version=true)
   set_tests_properties(exec_native PROPERTIES LABELS "unit;exec")
+endif()
 
 # The 16-bit GEMM's SIMD micro-kernels held to the portable path's bits: one program built with the
 # AVX-512 BF16 flags (whatever the preset's), skipped (exit 77) on a CPU without them.
