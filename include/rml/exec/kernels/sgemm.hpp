@@ -201,15 +201,16 @@ void multiply(const float* a, std::int64_t depth, const Rows& b, std::int64_t co
         std::fill(dst + (cols - whole), dst + kNr, 0.0f);
       }
     }
-    const StridedRows copied{panel - k0 * kNr, kNr};
     const auto tile = [&](std::int64_t rb, std::int64_t j) {
       const float* ab = a + rb * depth;
       float* cb = c + rb * ldc + j;
       const std::int64_t valid = std::min(kMr, r1 - rb);
-      if (j < whole)
+      if (j < whole) {
         row_block(ab, b, j, k0, kc, cb, ldc, k0 > 0, valid, b_padded ? kNr : std::min(kNr, cols - j));
-      else
-        row_block(ab, copied, 0, k0, kc, cb, ldc, k0 > 0, valid, cols - j);
+      } else {
+        // The copied panel holds depth steps [k0, k0 + kc) from its row 0: A from the same step.
+        row_block(ab + k0 * kMr, StridedRows{panel, kNr}, 0, 0, kc, cb, ldc, k0 > 0, valid, cols - j);
+      }
     };
     if (kc * cols * static_cast<std::int64_t>(sizeof(float)) <= kResidentBytes) {
       for (std::int64_t rb = r0; rb < r1; rb += kMr)
