@@ -261,6 +261,17 @@ inline std::int64_t work_grain(std::int64_t work_per_item, std::int64_t min_item
   return std::max(min_items, (min_work + per - 1) / per);
 }
 
+/// Calls `f(part)` for every part in [0, parts): on the pool when there are several and a pool is
+/// given, else one after another on the calling thread.
+template <typename F>
+void run_parts(const ThreadPool* pool, std::int64_t parts, const F& f) {
+  if (parts > 1 && pool) {
+    pool->parallel_for(parts, f);
+    return;
+  }
+  for (std::int64_t part = 0; part < parts; ++part) f(part);
+}
+
 /// Splits [0, total) into at most `parts` contiguous ranges of at least `grain` and calls
 /// `f(begin, end)` for each, in parallel when a pool is given.
 template <typename F>

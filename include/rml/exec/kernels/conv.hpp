@@ -376,7 +376,8 @@ struct PackedConvWeights {
   }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
     if (winograd) return winograd->scratch_bytes();
-    const std::int64_t per_part = split_rows || transposed ? sgemm::kPanelFloats : part_floats();
+    // Transposed runs read B in whole packed panels: no partial panel to copy.
+    const std::int64_t per_part = transposed ? 0 : split_rows ? sgemm::kPanelFloats : part_floats();
     const std::int64_t floats = padded_floats() + shared_floats() + packed_x_floats() + yt_floats() + parts * per_part;
     return static_cast<std::size_t>(floats) * sizeof(float);
   }
@@ -536,10 +537,7 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
             for (std::int64_t q = 0; q < plane; ++q) yg[o * plane + q] = yt[q * p.og + o];
           if (!eg.empty()) apply_epilogue(eg, BiasAlong::rows, yg, plane, j0, j1, 0, plane);
         };
-        if (pw.parts > 1 && pool)
-          pool->parallel_for(pw.parts, run_part);
-        else
-          for (std::int64_t part = 0; part < pw.parts; ++part) run_part(part);
+        run_parts(pool, pw.parts, run_part);
         continue;
       }
       if (pw.split_rows) {
@@ -556,10 +554,7 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
                           parts + part * sgemm::kPanelFloats);
           if (!eg.empty()) apply_epilogue(eg, BiasAlong::rows, yg, plane, r0, r1, 0, plane);
         };
-        if (pw.parts > 1 && pool)
-          pool->parallel_for(pw.parts, run_part);
-        else
-          for (std::int64_t part = 0; part < pw.parts; ++part) run_part(part);
+        run_parts(pool, pw.parts, run_part);
         continue;
       }
       const auto run_part = [&](std::int64_t part) {
@@ -571,10 +566,7 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
           packed_conv_block(p, pw, wg, xg, padded, yg, i0, cols, 0, p.og, tile, panel, eg);
         }
       };
-      if (pw.parts > 1 && pool)
-        pool->parallel_for(pw.parts, run_part);
-      else
-        for (std::int64_t part = 0; part < pw.parts; ++part) run_part(part);
+      run_parts(pool, pw.parts, run_part);
     }
   }
 }
@@ -665,10 +657,7 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
           gemm(wg, col, yg + p0, p.og, kdim, p1 - p0, plane_out, by_tiles ? nullptr : args.pool, &eg, BiasAlong::rows);
         }
       };
-      if (parts > 1)
-        args.pool->parallel_for(parts, run_part);
-      else
-        run_part(0);
+      run_parts(args.pool, parts, run_part);
     }
   }
   return {};

@@ -367,10 +367,7 @@ void run(const Product<T>& p, const Panels& panels, bool panels_per_run, std::by
       finish(p, acc, ldc, r0, r1, j0 * kLanes, std::min(p.n, (j0 + jn) * kLanes), row);
     }
   };
-  if (n_parts > 1)
-    pool->parallel_for(n_parts, part);
-  else
-    part(0);
+  run_parts(pool, n_parts, part);
 }
 
 /// Packs B (row-major [k, n] of T; with `transposed`, B^T as stored, [n, k]) as panels.

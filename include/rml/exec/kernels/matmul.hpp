@@ -143,10 +143,7 @@ inline void packed_gemm(const PackedWeights& w, const float* a, float* c, float*
       if (has_epilogue) apply_epilogue(*epi, BiasAlong::columns, c, n, 0, m, c0, c1);
     }
   };
-  if (w.parts > 1 && pool)
-    pool->parallel_for(w.parts, run_part);
-  else
-    for (std::int64_t part = 0; part < w.parts; ++part) run_part(part);
+  run_parts(pool, w.parts, run_part);
 }
 
 /// Offset of batch `i` (row-major over `dims`) along `strides`.
