@@ -23,8 +23,8 @@ if(TARGET rml_tests_exec AND rml_has_march_native AND NOT CMAKE_CROSSCOMPILING)
                                        $<TARGET_OBJECTS:rml_doctest_main>)
   target_link_libraries(rml_tests_exec_native PRIVATE rml::rml_split doctest::doctest rml_warnings)
   target_include_directories(rml_tests_exec_native PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
-  # GCC 12 warns inside its own AVX-512 intrinsics headers (maybe-uninitialized) at these flags.
-  target_compile_options(rml_tests_exec_native PRIVATE -march=native -Wno-maybe-uninitialized)
+  # GCC 12 warns inside its own AVX-512 intrinsics headers ((maybe-)uninitialized) at these flags.
+  target_compile_options(rml_tests_exec_native PRIVATE -march=native -Wno-uninitialized -Wno-maybe-uninitialized)
   target_compile_definitions(rml_tests_exec_native PRIVATE RML_TEST_DATA_DIR="${RML_TEST_DATA_DIR}"
                                                            RML_TEST_BUILD_DIR="${RML_TEST_BUILD_DIR}")
   add_test(NAME exec_native COMMAND rml_tests_exec_native --no-version=true)
