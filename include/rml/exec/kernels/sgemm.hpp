@@ -21,6 +21,14 @@
 
 #include <Eigen/Core>
 
+// Fully unrolls the loop that follows (its trip count a constant), so arrays indexed by its counter
+// become registers.
+#if defined(__GNUC__)
+#define RML_UNROLL _Pragma("GCC unroll 16")
+#else
+#define RML_UNROLL
+#endif
+
 namespace rml::detail::sgemm {
 
 using Packet = Eigen::internal::packet_traits<float>::type;
@@ -121,19 +129,25 @@ inline void micro_tile(const float* a, const Rows& b, std::int64_t col, std::int
   using Eigen::internal::pset1;
   using Eigen::internal::pstoreu;
   Packet lo[MR], hi[MR];
+  RML_UNROLL
   for (int r = 0; r < MR; ++r) lo[r] = hi[r] = pset1<Packet>(0.0f);
   a += k0 * kMr;
   for (std::int64_t k = k0; k < k0 + kc; ++k, a += kMr) {
     const float* bk = b.at(k, col);
     const Packet b0 = ploadu<Packet>(bk), b1 = ploadu<Packet>(bk + kLanes);
+    RML_UNROLL
     for (int r = 0; r < MR; ++r) {
       const Packet ar = pset1<Packet>(a[r]);
       lo[r] = pmadd(ar, b0, lo[r]);
       hi[r] = pmadd(ar, b1, hi[r]);
     }
   }
+  // Loops over the tile's rows run to the constant MR, so they unroll and the accumulators stay in
+  // registers (a loop bounded by `rows` made GCC keep them on the stack through the depth loop).
   if (cols == kNr) {
-    for (int r = 0; r < MR && r < rows; ++r) {
+    RML_UNROLL
+    for (int r = 0; r < MR; ++r) {
+      if (r >= rows) continue;
       float* cr = c + r * ldc;
       if (accumulate) {
         lo[r] = padd(lo[r], ploadu<Packet>(cr));
@@ -145,7 +159,9 @@ inline void micro_tile(const float* a, const Rows& b, std::int64_t col, std::int
     return;
   }
   alignas(64) float tile[kNr];
-  for (int r = 0; r < MR && r < rows; ++r) {
+  RML_UNROLL
+  for (int r = 0; r < MR; ++r) {
+    if (r >= rows) continue;
     pstoreu(tile, lo[r]);
     pstoreu(tile + kLanes, hi[r]);
     float* cr = c + r * ldc;
