@@ -847,6 +847,24 @@ double quantile(const std::vector<double>& sorted, double q) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (at - static_cast<double>(lo));
 }
 
+// The `limit` slowest steps of a profile, slowest first: time per run, share of all steps, the op
+// (with how many nodes it fused), the node it starts at, and its output.
+void print_profile(std::vector<rml::StepTime> steps, std::size_t limit, double per_run) {
+  double total = 0;
+  for (const rml::StepTime& s : steps) total += s.seconds;
+  std::stable_sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+  limit = std::min(limit, steps.size());
+  std::printf("profile: %zu kernel steps, %s per run in all; the %zu slowest:\n", steps.size(),
+              time_text(total * per_run).c_str(), limit);
+  for (std::size_t i = 0; i < limit; ++i) {
+    const rml::StepTime& s = steps[i];
+    std::string op(rml::op_name(s.op));
+    if (s.node_count > 1) op += " +" + std::to_string(s.node_count - 1);
+    std::printf("  %10s %5.1f%%  %-16s node %-5zu -> %s\n", time_text(s.seconds * per_run).c_str(),
+                total > 0 ? 100.0 * s.seconds / total : 0.0, op.c_str(), s.first_node, s.output.to_string().c_str());
+  }
+}
+
 struct Bench {
   std::string model;
   InputOptions inputs;
@@ -856,6 +874,7 @@ struct Bench {
   int threads = 0;
   std::string winograd = "f2";
   bool json = false;
+  int profile = 0;
   CLI::Option* runs_option = nullptr;  // given or not: --duration alone runs for its time
 
   void add(CLI::App* app) {
@@ -868,6 +887,9 @@ struct Bench {
         ->check(number_in(1e-3, 1e6, false));
     add_threads(app, threads);
     add_winograd(app, winograd);
+    app->add_option("--profile", profile,
+                    "then time each kernel step over as many runs, and list the N slowest (with --json: all)")
+        ->check(number_in(1, 1e9, true));
     add_json(app, json);
   }
 
@@ -922,6 +944,10 @@ struct Bench {
     for (double t : times) total += t;
     const double mean = total / static_cast<double>(times.size());
     const double p50 = quantile(sorted, 0.5), p90 = quantile(sorted, 0.9), p99 = quantile(sorted, 0.99);
+    // The profile repeats as many runs as were timed; its sums become milliseconds per run.
+    std::vector<rml::StepTime> steps;
+    if (profile > 0) steps = get(executor.profile(in, static_cast<int>(std::min<std::size_t>(times.size(), 1u << 30))));
+    const double per_run = 1000.0 / static_cast<double>(times.size());
     if (json) {
       JsonWriter j;
       j.begin_object().member("model", model).member("operators", graph.def().nodes.size());
@@ -933,7 +959,17 @@ struct Bench {
       j.member("runs_per_second", mean > 0 ? 1000.0 / mean : 0.0);
       j.key("samples_ms").begin_array(true);
       for (double t : times) j.value(t);
-      emit(j.end_array().end_object());
+      j.end_array();
+      if (profile > 0) {
+        j.key("profile").begin_array();
+        for (const rml::StepTime& s : steps) {
+          j.begin_object().member("op", std::string(rml::op_name(s.op))).member("first_node", s.first_node);
+          j.member("nodes", s.node_count).member("output", s.output.to_string());
+          j.member("ms_per_run", s.seconds * per_run).end_object();
+        }
+        j.end_array();
+      }
+      emit(j.end_object());
       return exit_ok;
     }
     std::printf("model: %zu operators, %zu kernel steps, arena %s\n", graph.def().nodes.size(), executor.step_count(),
@@ -943,6 +979,7 @@ struct Bench {
                 time_text(p90).c_str(), time_text(p99).c_str(), time_text(sorted.front()).c_str(),
                 time_text(mean).c_str(), time_text(sorted.back()).c_str());
     std::printf("throughput: %.1f runs/s\n", mean > 0 ? 1000.0 / mean : 0.0);
+    if (profile > 0) print_profile(steps, static_cast<std::size_t>(profile), per_run);
     return exit_ok;
   }
 };

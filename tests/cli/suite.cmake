@@ -130,6 +130,13 @@ rml_cli_test(bench STDOUT "^model: 8 operators, [0-9]+ kernel steps, arena [0-9.
 rml_cli_test(bench.iterations STDOUT "\nruns: 4 after 1 warm-up" ARGS bench tests/data/torch_mlp --iterations 4)
 rml_cli_test(bench.zero_runs EXIT 1 STDERR "--runs: 0 is below 1" ARGS bench tests/data/torch_mlp --runs 0)
 rml_cli_test(bench.bad_duration EXIT 1 STDERR "--duration: 'soon' is not a number" ARGS bench tests/data/torch_mlp --duration soon)
+# --profile: the MLP's three layers are three fused steps (matmul, bias add, relu); the two slowest listed.
+rml_cli_test(bench.profile
+             STDOUT "\nprofile: 3 kernel steps, ${_rml_cli_t} per run in all; the 2 slowest:\n +${_rml_cli_t} +[0-9.]+%  matmul \\+[12] +node [036] +-> f32 \\[2, [0-9]+\\]\n +${_rml_cli_t} +[0-9.]+%  matmul \\+[12] +node [036] +-> f32 \\[2, [0-9]+\\]\n$"
+             ARGS bench tests/data/torch_mlp --runs 3 --threads 1 --profile 2)
+rml_cli_test(bench.profile_json STDOUT "\"profile\": .\n +.\n +\"op\": \"matmul\",\n +\"first_node\": 0,\n +\"nodes\": 3,"
+             ARGS bench tests/data/torch_mlp --runs 3 --threads 1 --profile 1 --json)
+rml_cli_test(bench.bad_profile EXIT 1 STDERR "--profile: 0 is below 1" ARGS bench tests/data/torch_mlp --profile 0)
 
 # convert: rml-graph -> MessagePack -> rml-graph gives what rml-graph -> rml-graph gives, and the
 # MessagePack model runs like the original.

@@ -144,6 +144,33 @@ TEST_CASE("run checks its inputs and run_into its outputs, naming them") {
         "INVALID_ARGUMENT: run_into: output 0 (\"y\") must be a writable f32 [2, 4] tensor, got f32 [2, 5]");
 }
 
+TEST_CASE("profile times every kernel step, named by the nodes it runs") {
+  const Tensor x = expected_mlp("x");
+  for (int threads : {1, 2}) {
+    const auto exec = Executor::create(mlp(), {threads}).value();
+    const auto steps = exec.profile({x}, 3);
+    REQUIRE_MESSAGE(steps.ok(), steps.error().to_string());
+    // Nodes: matmul, add, relu per hidden layer, then matmul and add; each layer is one step.
+    REQUIRE(steps->size() == exec.step_count());
+    const std::size_t first[] = {0, 3, 6}, count[] = {3, 3, 2};
+    double total = 0;
+    for (std::size_t i = 0; i < steps->size(); ++i) {
+      const StepTime& s = (*steps)[i];
+      CHECK(s.op == OpCode::MatMul);
+      CHECK(s.first_node == first[i]);
+      CHECK(s.node_count == count[i]);
+      CHECK(s.seconds >= 0);
+      total += s.seconds;
+    }
+    CHECK(steps->back().output == f32({2, 4}));
+    CHECK(total > 0);
+  }
+  const auto exec = Executor::create(mlp(), {1}).value();
+  CHECK(exec.profile({x}, 0).error().to_string() == "INVALID_ARGUMENT: profile: runs must be at least 1, got 0");
+  CHECK(exec.profile({Tensor::zeros(f32({3, 12}))}, 1).error().to_string() ==
+        "INVALID_ARGUMENT: run: input 0 (\"x\") must be f32 [2, 12], got f32 [3, 12]");
+}
+
 TEST_CASE("create refuses a graph that does not check, with infer_types' message") {
   GraphDef g = mlp().def();
   g.values[14].type = f32({2, 5});
