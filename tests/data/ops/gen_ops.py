@@ -325,12 +325,18 @@ def winograd_cases():
 
 def depthwise_row_cases():
     """Depthwise convolutions whose rows are long enough to run through registers 16 outputs at a
-    time (dilated; stride 3 with a wide kernel), and one plane too large for that path's buffer."""
+    time (dilated; stride 3 with a wide kernel; planes larger than 16K floats, stride 1 and 2), and one
+    stride too large for that path."""
     r = np.random.default_rng(20264)
     cases = {
         "rows_dilated": dict(x=(1, 3, 9, 37), k=(3, 3), attrs={"groups": 3, "dilations": [2, 3], "pads": [2, 3, 1, 2]}),
         "rows_stride3": dict(x=(1, 2, 7, 100), k=(3, 5), attrs={"groups": 2, "strides": [2, 3], "pads": [1, 2, 1, 2]}),
         "large_plane": dict(x=(1, 1, 130, 130), k=(3, 3), attrs={"groups": 1, "pads": [1, 1, 1, 1]}),
+        # MobileNet's stride-2 shape: a padded plane larger than the 64 KB stack buffer this path had.
+        "large_plane_stride2": dict(x=(1, 2, 120, 120), k=(3, 3),
+                                    attrs={"groups": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        # A stride past DepthwiseRows::kMaxStride: row by row through memory (depthwise_plane).
+        "plane_stride9": dict(x=(1, 2, 10, 200), k=(3, 3), attrs={"groups": 2, "strides": [1, 9], "pads": [1, 1, 1, 1]}),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]
@@ -476,7 +482,8 @@ def threaded_cases():
     one_op("threads_avg_pool2d", "avg_pool2d", [x], f32(pool_ref(x, [3, 3], [1, 1], [1, 1, 1, 1], "avg", False)),
            {"kernel": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1], "count_include_pad": False}, meta=tol_k(9))
 
-    # Depthwise conv2d with rows too wide for the interleaved-lanes path: planes split across threads.
+    # Depthwise conv2d with rows too wide for the interleaved-lanes path: planes split across threads
+    # in bands of rows.
     x, w, bias = rand(1, 16, 20, 40), rand(16, 1, 3, 3), rand(16)
     y = conv_ref(x, w, bias, [1, 1], [1, 1, 1, 1], [1, 1], 16)
     one_op("threads_depthwise_planes", "conv2d", [x, w, bias], f32(y), {"groups": 16, "pads": [1, 1, 1, 1]},
@@ -488,6 +495,23 @@ def threaded_cases():
         a, b = rand(*sa), rand(*sb)
         one_op("threads_matmul_" + name, "matmul", [a, b], f32(np.matmul(a.astype(np.float64), b)),
                meta=tol_k(sa[-1]))
+
+    # Depthwise conv2d whose planes have too few rows for a band per thread: whole planes per thread.
+    x, w, bias = rand(1, 32, 6, 40), rand(32, 1, 3, 3), rand(32)
+    y = conv_ref(x, w, bias, [1, 1], [1, 1, 1, 1], [1, 1], 32)
+    one_op("threads_depthwise_channels", "conv2d", [x, w, bias], f32(y), {"groups": 32, "pads": [1, 1, 1, 1]},
+           meta=tol_k(9), consts=(1, 2))
+    # Stride 2 in bands of rows with a fused relu6, which runs on each band.
+    x, w, bias = rand(1, 8, 64, 64), rand(8, 1, 3, 3), rand(8)
+    y = conv_ref(x, w, bias, [2, 2], [1, 1, 1, 1], [1, 1], 8)
+    c = Case("threads_depthwise_rows_relu6", tol_k(9))
+    out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y),
+                 {"groups": 8, "strides": [2, 2], "pads": [1, 1, 1, 1]})
+    y = np.maximum(y, 0)
+    out = c.node("relu", [out], f32(y))
+    out = c.node("minimum", [out, c.const(f32(6.0))], f32(np.minimum(y, 6)))
+    c.output(out)
+    c.write()
 
 
 # ---- data movement, gather, cast ----

@@ -50,14 +50,6 @@ inline std::int64_t conv_tile(const Conv2dPlan& p, std::int64_t threads) noexcep
   return threads > 1 && per >= 256 ? std::min(plane, (per + 15) / 16 * 16) : plane;
 }
 
-/// Scratch bytes conv2d needs on `threads` threads: one im2col tile per thread that has one.
-inline std::size_t conv_scratch_bytes(const Conv2dPlan& p, int threads) noexcept {
-  if (conv_is_pointwise(p) || conv_is_depthwise(p)) return 0;
-  const std::int64_t tile = conv_tile(p, threads), plane = std::max<std::int64_t>(p.oh * p.ow, 1);
-  const std::int64_t tiles = std::min<std::int64_t>((plane + tile - 1) / tile, threads);
-  return static_cast<std::size_t>(p.cg * p.kh * p.kw * tile * tiles) * sizeof(float);
-}
-
 /// Rows [r0, r1) and columns [p0, p1) of the im2col matrix of one group's input `x`, into `col`
 /// (row stride `ld`, by default p1 - p0): col[r - r0][p - p0] = x[ci][iy][ix] for row
 /// r = (ci * kh + ky) * kw + kx at output position p, and 0 in the padding.
@@ -177,7 +169,9 @@ inline std::int64_t padded_extent_w(const Conv2dPlan& p) {
 /// phase keeps the last run's reads inside the buffer.
 struct DepthwiseRows {
   static constexpr std::int64_t kChunk = 16;
-  static constexpr std::int64_t kMaxFloats = 16384;  ///< the padded plane's stack buffer (64 KB)
+  /// The padded plane's scratch per thread, at most 4 MB (a 1000 x 1000 plane); larger planes run
+  /// row by row through memory (depthwise_plane).
+  static constexpr std::int64_t kMaxFloats = std::int64_t{1} << 20;
   static constexpr std::int64_t kMaxKw = 64;
   static constexpr std::int64_t kMaxStride = 8;
   /// Floats per phase of a padded row: the columns of that phase, then a run's slack.
@@ -221,9 +215,11 @@ void depthwise_rows_block(const Conv2dPlan& p, const float* padded, const std::i
   }
 }
 
-/// One plane into `padded`, whose padding (every float the plane does not set) is zero: the caller
-/// zero-fills it once for all the planes it runs.
-inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, float bias, float* y, float* padded) {
+/// Output rows [oy0, oy1) of one plane, through `padded`, whose padding (every float the plane does
+/// not set) is zero: the caller zero-fills it once for all the planes it runs. Only the input rows
+/// those outputs read are copied in.
+inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, float bias, float* y, float* padded,
+                           std::int64_t oy0, std::int64_t oy1) {
   const std::int64_t hp = padded_extent_h(p), wp = padded_extent_w(p);
   const std::int64_t lp = DepthwiseRows::phase_len(p), row_len = DepthwiseRows::row_len(p), sw = p.stride_w;
   // Padded column c is input column c - pad_left; phase ph holds the columns c = ph + i * sw, and
@@ -234,8 +230,9 @@ inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, 
     lo[ph] = std::min(count, std::max<std::int64_t>(0, ceil_div(p.pad_left - ph, sw)));
     hi[ph] = std::max(lo[ph], std::min(count, ceil_div(p.pad_left + p.w - ph, sw)));
   }
-  const std::int64_t r_end = std::min(hp, p.pad_top + p.h);
-  for (std::int64_t r = p.pad_top; r < r_end; ++r) {
+  const std::int64_t r_begin = std::max(p.pad_top, oy0 * p.stride_h);
+  const std::int64_t r_end = std::min({hp, p.pad_top + p.h, (oy1 - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1});
+  for (std::int64_t r = r_begin; r < r_end; ++r) {
     const float* src = x + (r - p.pad_top) * p.w;  // padded column c is src[c - pad_left]
     float* dst = padded + r * row_len;
     if (sw == 1) {  // through Eigen: a loop of vector copies, not a memcpy call per short row
@@ -252,9 +249,9 @@ inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, 
     const std::int64_t c = kx * p.dilation_w;
     tap_offset[kx] = c % sw * lp + c / sw;
   }
-  std::int64_t oy = 0;
-  for (; oy + 4 <= p.oh; oy += 4) depthwise_rows_block<4>(p, padded, tap_offset, w, bias, y, oy);
-  for (; oy < p.oh; ++oy) depthwise_rows_block<1>(p, padded, tap_offset, w, bias, y, oy);
+  std::int64_t oy = oy0;
+  for (; oy + 4 <= oy1; oy += 4) depthwise_rows_block<4>(p, padded, tap_offset, w, bias, y, oy);
+  for (; oy < oy1; ++oy) depthwise_rows_block<1>(p, padded, tap_offset, w, bias, y, oy);
 }
 
 /// Depthwise convolution of up to kLanes channels at once, for planes whose rows are too short to
@@ -269,6 +266,22 @@ struct DepthwiseLanes {
            p.kh * p.kw <= 49;
   }
 };
+
+/// Whether a depthwise convolution runs by rows (DepthwiseRows), and the floats of one padded
+/// plane it then takes per thread (rounded to whole cache lines).
+inline bool depthwise_by_rows(const Conv2dPlan& p) { return !DepthwiseLanes::suits(p) && DepthwiseRows::suits(p); }
+inline std::int64_t depthwise_rows_floats(const Conv2dPlan& p) { return (DepthwiseRows::floats(p) + 15) / 16 * 16; }
+
+/// Scratch bytes conv2d needs on `threads` threads: one im2col tile per thread that has one, or
+/// for a depthwise convolution that runs by rows, one padded plane per thread.
+inline std::size_t conv_scratch_bytes(const Conv2dPlan& p, int threads) noexcept {
+  if (conv_is_depthwise(p))
+    return depthwise_by_rows(p) ? static_cast<std::size_t>(depthwise_rows_floats(p) * std::max(threads, 1)) * 4 : 0;
+  if (conv_is_pointwise(p)) return 0;
+  const std::int64_t tile = conv_tile(p, threads), plane = std::max<std::int64_t>(p.oh * p.ow, 1);
+  const std::int64_t tiles = std::min<std::int64_t>((plane + tile - 1) / tile, threads);
+  return static_cast<std::size_t>(p.cg * p.kh * p.kw * tile * tiles) * sizeof(float);
+}
 
 /// Channels [c0, c0 + lanes) of one image (x and y point at channel c0's planes; w at its weights).
 /// `Full` is lanes == kLanes, so the gathers and scatters have a constant trip count.
@@ -370,9 +383,10 @@ struct PackedConvWeights {
     if (!implicit) return 0;
     return round16(k_offset.back() + (positions + sgemm::kNr - 1) / sgemm::kNr * sgemm::kNr);
   }
-  /// Floats of the shared im2col matrix of a run split by rows (1x1 convolutions read the input).
+  /// Floats of the shared im2col matrix of a run split by rows (1x1 convolutions read the input;
+  /// transposed runs im2col into the packed X^T directly).
   [[nodiscard]] std::int64_t shared_floats() const noexcept {
-    return (split_rows || transposed) && !pointwise ? round16(kdim * positions) : 0;
+    return split_rows && !pointwise ? round16(kdim * positions) : 0;
   }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
     if (winograd) return winograd->scratch_bytes();
@@ -522,10 +536,24 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
       }
       const Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain};
       if (pw.transposed) {
-        // Y^T[plane, og] = X^T W_g^T, X^T packed once; each part a range of channel panels, which
-        // it then transposes into the output and finishes with the epilogue.
-        if (!pointwise) im2col(p, xg, shared, 0, pw.kdim, 0, plane);
-        sgemm::pack_a_transposed(pointwise ? xg : shared, plane, plane, pw.kdim, packed_x);
+        // Y^T[plane, og] = X^T W_g^T, X^T packed once (im2col'd row by row straight into sgemm's
+        // A layout, the threads splitting the rows); each part a range of channel panels, which it
+        // then transposes into the output and finishes with the epilogue.
+        const auto pack_x = [&](std::int64_t k0, std::int64_t k1) {
+          alignas(64) float row[2 * sgemm::kNr];  // transposed planes hold fewer positions
+          for (std::int64_t k = k0; k < k1; ++k) {
+            const float* src = xg + k * plane;
+            if (!pointwise) {
+              im2col(p, xg, row, k, k + 1, 0, plane);
+              src = row;
+            }
+            sgemm::pack_a_row(src, plane, pw.kdim, k, packed_x);
+          }
+        };
+        if (pw.parts > 1)
+          parallel_ranges(pool, pw.kdim, work_grain(plane), pack_x);
+        else
+          pack_x(0, pw.kdim);
         const std::int64_t panels = (p.og + sgemm::kNr - 1) / sgemm::kNr;
         const auto run_part = [&](std::int64_t part) {
           const std::int64_t j0 = panels * part / pw.parts * sgemm::kNr;
@@ -608,17 +636,43 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       return {};
     }
     const TapColumns cols(p.kw, p.dilation_w, p.pad_left, p.stride_w, p.ow, p.w);
-    const bool rows = DepthwiseRows::suits(p);  // else row by row through memory (planes too large)
-    parallel_ranges(args.pool, p.n * p.c, work_grain(plane_out * p.kh * p.kw, 4), [&](std::int64_t b, std::int64_t e) {
+    const bool rows = depthwise_by_rows(p);  // else row by row through memory (planes too large)
+    const std::int64_t total = p.n * p.c, threads = args.pool ? args.pool->threads() : 1;
+    const std::int64_t parts = std::clamp<std::int64_t>(total / work_grain(plane_out * p.kh * p.kw, 4), 1, threads);
+    // Part q pads its planes in slice q of the scratch (sized for the executor's threads by
+    // conv_scratch_bytes).
+    const auto padded_of = [&](std::int64_t part) {
+      float* padded = reinterpret_cast<float*>(args.scratch) + part * depthwise_rows_floats(p);
+      std::fill_n(padded, DepthwiseRows::floats(p), 0.0f);  // the padding, for every plane
+      return padded;
+    };
+    if (rows && parts > 1 && p.oh >= 4 * parts) {
+      // Large planes: each part takes a band of output rows of every plane. The convolutions around
+      // it split their output positions the same way, so a thread reads rows its own core wrote,
+      // where a split by channels would read half of every plane from the other core's cache.
+      run_parts(args.pool, parts, [&](std::int64_t part) {
+        const std::int64_t oy0 = p.oh * part / parts, oy1 = p.oh * (part + 1) / parts;
+        float* padded = padded_of(part);
+        for (std::int64_t i = 0; i < total; ++i) {
+          const std::int64_t ch = i % p.c;
+          float* yi = y + i * plane_out;
+          depthwise_rows(p, x + i * plane_in, w + ch * p.kh * p.kw, epi.bias ? epi.bias[ch] : 0.0f, yi, padded, oy0, oy1);
+          if (!epi.chain.empty()) unary_chain(epi.chain, yi + oy0 * p.ow, yi + oy0 * p.ow, (oy1 - oy0) * p.ow);
+        }
+      });
+      return {};
+    }
+    // Otherwise whole planes split over the threads.
+    run_parts(args.pool, parts, [&](std::int64_t part) {
+      const std::int64_t b = total * part / parts, e = total * (part + 1) / parts;
       // The fused activations run over a few planes at a time (small planes are a few floats).
       std::int64_t pending = b;
-      alignas(64) float padded[DepthwiseRows::kMaxFloats];            // untouched unless rows
-      if (rows) std::fill_n(padded, DepthwiseRows::floats(p), 0.0f);  // the padding, for every plane
+      float* padded = rows ? padded_of(part) : nullptr;
       for (std::int64_t i = b; i < e; ++i) {
         const std::int64_t ch = i % p.c;
         const float bias = epi.bias ? epi.bias[ch] : 0.0f;
         if (rows)
-          depthwise_rows(p, x + i * plane_in, w + ch * p.kh * p.kw, bias, y + i * plane_out, padded);
+          depthwise_rows(p, x + i * plane_in, w + ch * p.kh * p.kw, bias, y + i * plane_out, padded, 0, p.oh);
         else
           depthwise_plane(p, cols, x + i * plane_in, w + ch * p.kh * p.kw, bias, y + i * plane_out);
         if ((i + 1 - pending) * plane_out >= 4096 || i + 1 == e) {

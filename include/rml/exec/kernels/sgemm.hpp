@@ -105,17 +105,20 @@ inline void pack_a(const float* a, std::int64_t lda, std::int64_t rows, std::int
   }
 }
 
+/// Depth step k of A (`rows` values, a[r] in row r) into A packed for `rows` x `depth` as pack_a
+/// lays it out, rows past `rows` zero: one column of A at a time, so threads may pack disjoint steps.
+inline void pack_a_row(const float* a, std::int64_t rows, std::int64_t depth, std::int64_t k, float* out) {
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kMr) {
+    float* dst = out + r0 * depth + k * kMr;
+    const std::int64_t n = std::min(kMr, rows - r0);
+    std::copy_n(a + r0, n, dst);
+    std::fill(dst + n, dst + kMr, 0.0f);
+  }
+}
+
 /// Packs A given as A^T (`depth` x `rows`, row k at at + k * ld) like pack_a.
 inline void pack_a_transposed(const float* at, std::int64_t ld, std::int64_t rows, std::int64_t depth, float* out) {
-  for (std::int64_t r0 = 0; r0 < rows; r0 += kMr) {
-    const std::int64_t n = std::min(kMr, rows - r0);
-    for (std::int64_t k = 0; k < depth; ++k) {
-      float* dst = out + k * kMr;
-      std::copy_n(at + k * ld + r0, n, dst);
-      std::fill(dst + n, dst + kMr, 0.0f);
-    }
-    out += kMr * depth;
-  }
+  for (std::int64_t k = 0; k < depth; ++k) pack_a_row(at + k * ld, rows, depth, k, out);
 }
 
 /// C[0..MR, 0..kNr) (+)= A block (MR of its kMr rows, depth steps [k0, k0 + kc)) times B's rows
