@@ -666,8 +666,14 @@ class ProgramBuilder {
       return mul(mul(batches, mm.m), mul(mm.n, std::max<std::int64_t>(mm.k, 1)));
     }
     if (k.op == OpCode::Conv2d) {
+      // Multiply-adds, but at least the elements read and written (16 each, as below; bounded by
+      // twice the larger count): a 1x1 convolution over few channels runs at memory speed. A
+      // depthwise multiply-add costs about 8 of the GEMM's (MobileNetV2's 56x56 ones, 4 M
+      // multiply-adds, take 300 us on one core, as long as a 30 M multiply-add GEMM).
       const auto& cp = k.as<Conv2dPlan>();
-      return mul(out, std::max<std::int64_t>(cp.cg * cp.kh * cp.kw, 1));
+      const std::int64_t macs = mul(out, std::max<std::int64_t>(cp.cg * cp.kh * cp.kw, 1));
+      const std::int64_t moved = mul(std::max(out, p_->types[s.inputs[0]].shape.numel()), 32);  // >= 16 x (in + out)
+      return std::max(conv_is_depthwise(cp) ? mul(macs, 8) : macs, moved);
     }
     // Everything else reads its inputs about once: the largest input or the output, per chained op.
     std::int64_t touched = out;

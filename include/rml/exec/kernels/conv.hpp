@@ -193,7 +193,10 @@ void depthwise_rows_block(const Conv2dPlan& p, const float* padded, const std::i
   using Run = Eigen::Array<float, DepthwiseRows::kChunk, 1>;
   constexpr std::int64_t C = DepthwiseRows::kChunk;
   const std::int64_t row_len = DepthwiseRows::row_len(p), row_step = p.stride_h * row_len;
-  for (std::int64_t ox = 0; ox < p.ow; ox += C) {
+  // Whole runs only: the last one starts at ow - C (ow >= C) and recomputes a few outputs, which
+  // come out the same, rather than storing a partial run.
+  for (std::int64_t ox0 = 0; ox0 < p.ow; ox0 += C) {
+    const std::int64_t ox = std::min(ox0, p.ow - C);
     Run acc[R];
     for (int r = 0; r < R; ++r) acc[r] = Run::Constant(bias);
     for (std::int64_t ky = 0; ky < p.kh; ++ky) {
@@ -204,14 +207,7 @@ void depthwise_rows_block(const Conv2dPlan& p, const float* padded, const std::i
         for (int r = 0; r < R; ++r) acc[r] += wv * Eigen::Map<const Run>(src + r * row_step);
       }
     }
-    const std::int64_t n = std::min(C, p.ow - ox);
-    for (int r = 0; r < R; ++r) {
-      float* out = y + (oy + r) * p.ow + ox;
-      if (n == C)
-        Eigen::Map<Run>{out} = acc[r];
-      else
-        std::copy_n(acc[r].data(), n, out);
-    }
+    for (int r = 0; r < R; ++r) Eigen::Map<Run>{y + (oy + r) * p.ow + ox} = acc[r];
   }
 }
 
