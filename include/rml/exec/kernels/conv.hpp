@@ -234,6 +234,12 @@ inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, 
     if (sw == 1) {  // through Eigen: a loop of vector copies, not a memcpy call per short row
       const std::int64_t n = hi[0] - lo[0];
       Eigen::Map<Eigen::ArrayXf>(dst + lo[0], n) = Eigen::Map<const Eigen::ArrayXf>(src + lo[0] - p.pad_left, n);
+    } else if (sw == 2) {  // a constant stride: vectorised as two loads and a permute per vector
+      for (std::int64_t ph = 0; ph < 2; ++ph) {
+        const float* s2 = src + ph - p.pad_left;
+        float* d = dst + ph * lp;
+        for (std::int64_t i = lo[ph]; i < hi[ph]; ++i) d[i] = s2[2 * i];
+      }
     } else {
       for (std::int64_t ph = 0; ph < sw; ++ph)
         for (std::int64_t i = lo[ph]; i < hi[ph]; ++i) dst[ph * lp + i] = src[ph + i * sw - p.pad_left];
