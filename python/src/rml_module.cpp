@@ -1291,6 +1291,18 @@ void define_executor(py::module_& m) {
                      "Widen f16/bf16 constant weights of matmul and conv2d to f32 once, at create.")
       .def_readwrite("parallel_min_work", &ExecutorOptions::parallel_min_work,
                      "Steps estimated below this much work run on the calling thread; 0 lets every step split.");
+  py::class_<StepTime>(m, "StepTime", "One kernel step of Executor.profile: a node and the nodes fused into it.")
+      .def_property_readonly(
+          "op", [](const StepTime& s) { return std::string(op_name(s.op)); }, "The first node's op name.")
+      .def_readonly("first_node", &StepTime::first_node, "Index of that node in the graph.")
+      .def_readonly("node_count", &StepTime::node_count, "Nodes the step runs.")
+      .def_readonly("output", &StepTime::output, "The step's output type.")
+      .def_readonly("seconds", &StepTime::seconds, "Wall time, summed over the profiled runs.")
+      .def("__repr__", [](const StepTime& s) {
+        return "StepTime(" + std::string(op_name(s.op)) + " at node " + std::to_string(s.first_node) + ", " +
+               std::to_string(s.node_count) + " nodes, " + s.output.to_string() + ", " + std::to_string(s.seconds) +
+               " s)";
+      });
   py::class_<Executor>(m, "Executor",
                        "A checked graph compiled into kernels over one planned arena; run() is thread-safe.")
       .def_static(
@@ -1314,6 +1326,22 @@ void define_executor(py::module_& m) {
             return unwrap(std::move(out));
           },
           "inputs"_a, "Runs on tensors or arrays in input order; releases the GIL meanwhile.")
+      .def(
+          "profile",
+          [](const Executor& e, const py::iterable& inputs, int runs) {
+            std::vector<Tensor> in = run_inputs(inputs, [&](std::size_t i) -> std::optional<DType> {
+              if (i >= e.input_names().size()) return std::nullopt;
+              return e.input_type(i).dtype;
+            });
+            Result<std::vector<StepTime>> steps = [&] {
+              py::gil_scoped_release nogil;
+              return e.profile(std::span<const Tensor>(in), runs);
+            }();
+            return unwrap(std::move(steps));
+          },
+          "inputs"_a, "runs"_a = 10,
+          "Runs `runs` times after one untimed run and returns each kernel step's time, in run order.")
+      .def_property_readonly("step_count", &Executor::step_count, "Kernel steps per run, after fusion.")
       .def_property_readonly("input_names", &Executor::input_names)
       .def_property_readonly("output_names", &Executor::output_names)
       .def(

@@ -290,6 +290,24 @@ def test_executor_options_reach_the_convolution_path():
     assert rml.ExecutorOptions().winograd == rml.Winograd.f2
 
 
+def test_profile_names_each_step_by_its_nodes():
+    # relu(x @ w + b), then a sum over rows: matmul, bias add and relu fuse into one step; the sum is
+    # the second.
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((8, 4)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    graph = rml.trace(lambda inputs: rml.sum(rml.relu(rml.add(rml.matmul(inputs[0], w), b)), [1], True),
+                      [rml.TensorSpec("x", "f32", [2, 8])], output_names=["y"]).graph
+    executor = rml.Executor.create(graph, rml.ExecutorOptions(threads=1))
+    steps = executor.profile([np.ones((2, 8), np.float32)], runs=3)
+    assert executor.step_count == len(steps) == 2
+    assert [(s.op, s.first_node, s.node_count) for s in steps] == [("matmul", 0, 3), ("sum", 3, 1)]
+    assert str(steps[1].output) == "f32 [2, 1]"
+    assert all(s.seconds >= 0 for s in steps) and sum(s.seconds for s in steps) > 0
+    with pytest.raises(rml.Error, match="profile: runs must be at least 1, got 0"):
+        executor.profile([np.ones((2, 8), np.float32)], runs=0)
+
+
 # ---- tracing ----
 
 def test_a_trace_records_the_ops_and_runs_like_numpy():
