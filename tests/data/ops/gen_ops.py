@@ -513,6 +513,17 @@ def threaded_cases():
     c.output(out)
     c.write()
 
+    # add of two same-shape 4-D tensors (one contiguous run), split into bands of every plane, with a
+    # fused relu; and a flat run times a scalar, split in halves.
+    a, b = rand(1, 8, 96, 96), rand(1, 8, 96, 96)
+    c = Case("threads_add_planes_relu", ELEMENTWISE)
+    out = c.node("add", [c.input(a, "a"), c.input(b, "b")], f32(a + b))
+    out = c.node("relu", [out], f32(np.maximum(a + b, 0)))
+    c.output(out)
+    c.write()
+    a = rand(70000)
+    one_op("threads_mul_scalar_run", "mul", [a, f32(np.float32(1.5))], f32(a * np.float32(1.5)), consts=(1,))
+
 
 # ---- data movement, gather, cast ----
 def movement_cases():

@@ -352,19 +352,36 @@ Status binary_kernel_f32(const BroadcastPlan& p, const KernelArgs& args) {
   float* z = out_ptr<float>(args);
   const std::int64_t len = p.dims.back();
   const std::int64_t sx = p.strides[0].back(), sy = p.strides[1].back();
-  // The innermost dimension is vector-vector, vector-scalar or scalar-vector (or scalar-scalar).
-  auto row = [&](const std::array<std::int64_t, 2>& off, std::int64_t o) {
-    ArrayMap out(z + o, len);
-    const float* xa = x + off[0];
-    const float* ya = y + off[1];
-    if (sx && sy) out = BinaryOp<Op>::apply(ConstArrayMap(xa, len), ConstArrayMap(ya, len));
-    else if (sx) out = BinaryOp<Op>::apply(ConstArrayMap(xa, len), Eigen::ArrayXf::Constant(len, *ya));
-    else if (sy) out = BinaryOp<Op>::apply(Eigen::ArrayXf::Constant(len, *xa), ConstArrayMap(ya, len));
-    else out = BinaryOp<Op>::apply(Eigen::ArrayXf::Constant(len, *xa), Eigen::ArrayXf::Constant(len, *ya));
+  // z[o, o + n) from x and y at xa and ya: each a run of n (its stride along the innermost dimension
+  // is 1) or one scalar (0): vector-vector, vector-scalar or scalar-vector (or scalar-scalar).
+  auto run = [&](const float* xa, const float* ya, std::int64_t o, std::int64_t n) {
+    ArrayMap out(z + o, n);
+    if (sx && sy) out = BinaryOp<Op>::apply(ConstArrayMap(xa, n), ConstArrayMap(ya, n));
+    else if (sx) out = BinaryOp<Op>::apply(ConstArrayMap(xa, n), Eigen::ArrayXf::Constant(n, *ya));
+    else if (sy) out = BinaryOp<Op>::apply(Eigen::ArrayXf::Constant(n, *xa), ConstArrayMap(ya, n));
+    else out = BinaryOp<Op>::apply(Eigen::ArrayXf::Constant(n, *xa), Eigen::ArrayXf::Constant(n, *ya));
   };
+  auto row = [&](const std::array<std::int64_t, 2>& off, std::int64_t o) { run(x + off[0], y + off[1], o, len); };
   if (p.n == 0) return {};
   const std::int64_t rows = p.n / len;
   const bool fused = args.epilogue && !args.epilogue->chain.empty();
+  if (rows == 1 && args.pool) {
+    // One contiguous run (operands of one shape, or one a scalar), split over the threads. A 4-D
+    // output splits into bands of every plane, as the convolutions around it split their output
+    // positions, so each thread reads what its own core wrote (a split of the flat run would hand
+    // each thread half the channels, written half by each core).
+    const std::int64_t planes = p.plane > 0 ? p.n / p.plane : 1, plane = p.n / planes;
+    const std::int64_t parts = std::clamp<std::int64_t>(p.n / work_grain(1), 1, args.pool->threads());
+    run_parts(args.pool, parts, [&](std::int64_t part) {
+      const std::int64_t b = plane * part / parts, e = plane * (part + 1) / parts;
+      for (std::int64_t c = 0; c < planes; ++c) {
+        const std::int64_t o = c * plane + b;
+        run(x + (sx ? o : 0), y + (sy ? o : 0), o, e - b);
+        if (fused) unary_chain(args.epilogue->chain, z + o, z + o, e - b);
+      }
+    });
+    return {};
+  }
   parallel_ranges(args.pool, rows, work_grain(len), [&](std::int64_t b, std::int64_t e) {
     for_each_row<2>(p, b, e, row);
     if (fused) unary_chain(args.epilogue->chain, z + b * len, z + b * len, (e - b) * len);
