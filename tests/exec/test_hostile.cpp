@@ -84,6 +84,27 @@ TEST_CASE("a graph needing terabytes is refused by create, not by bad_alloc in r
   CHECK(rml::physical_memory_bytes() > 0);
 }
 
+TEST_CASE("a depthwise convolution padded by 2^40 is sized without overflow and refused by the budget") {
+  // One channel, 1x1 kernel, pads of 2^40 on every side, stride 2^40 down: the output is 3 x (2^41 + 1),
+  // and the padded plane the depthwise path would copy is about 2^41 x 2^41 floats, past int64.
+  const std::int64_t big = std::int64_t{1} << 40;
+  const rml::Shape out{1, 1, 3, 2 * big + 1};
+  GraphDef g;
+  g.values = {{"x", f32({1, 1, 1, 1})}, {"w", f32({1, 1, 1, 1})}, {"y", f32(out)}};
+  g.inputs = {0};
+  g.outputs = {2};
+  g.constants.push_back({1, "w", Tensor::from_vector<float>({1.0f}, {1, 1, 1, 1}), false});
+  g.nodes.push_back(node("conv2d", {0, 1}, {2},
+                         {{"pads", std::vector<std::int64_t>{big, big, big, big}},
+                          {"strides", std::vector<std::int64_t>{big, 1}}}));
+  for (int threads : {1, 2}) {
+    auto exec = rml::Executor::create(g, {.threads = threads});
+    REQUIRE_FALSE(exec.ok());
+    CHECK(exec.error().code() == Code::out_of_range);
+    CHECK(exec.error().message().find("memory budget") != std::string::npos);
+  }
+}
+
 TEST_CASE("create refuses GraphDefs that bypass validation") {
   GraphDef g = transpose_graph();
   g.nodes[0].inputs = {7};  // out of range

@@ -118,9 +118,7 @@ class Executor {
       if (runs < 1) return invalid_argument("profile: runs must be at least 1, got " + std::to_string(runs));
       RML_RETURN_IF_ERROR(check_inputs(inputs));
       const auto& p = *program_;
-      std::vector<Tensor> outputs;
-      outputs.reserve(p.outputs.size());
-      for (ValueId v : p.outputs) outputs.push_back(Tensor::zeros(p.types[v]));
+      std::vector<Tensor> outputs = new_outputs();
       std::vector<double> seconds(p.steps.size(), 0.0);
       RML_RETURN_IF_ERROR(run_unchecked(inputs, outputs));
       for (int r = 0; r < runs; ++r) RML_RETURN_IF_ERROR(run_unchecked(inputs, outputs, seconds.data()));
@@ -163,9 +161,7 @@ class Executor {
 
   [[nodiscard]] Result<std::vector<Tensor>> run_unguarded(std::span<const Tensor> inputs) const {
     RML_RETURN_IF_ERROR(check_inputs(inputs));
-    std::vector<Tensor> outputs;
-    outputs.reserve(program_->outputs.size());
-    for (ValueId v : program_->outputs) outputs.push_back(Tensor::zeros(program_->types[v]));
+    std::vector<Tensor> outputs = new_outputs();
     RML_RETURN_IF_ERROR(run_unchecked(inputs, outputs));
     return outputs;
   }
@@ -206,6 +202,14 @@ class Executor {
 
  private:
   Executor() = default;
+
+  /// Zeroed tensors of the graph's output types.
+  [[nodiscard]] std::vector<Tensor> new_outputs() const {
+    std::vector<Tensor> outputs;
+    outputs.reserve(program_->outputs.size());
+    for (ValueId v : program_->outputs) outputs.push_back(Tensor::zeros(program_->types[v]));
+    return outputs;
+  }
 
   /// Names an input or output for check_run_views' messages.
   [[nodiscard]] detail::IoLabels label() const { return {&program_->input_names, &program_->output_names}; }

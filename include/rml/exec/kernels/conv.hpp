@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "rml/core/checked.hpp"
 #include "rml/exec/kernels/common.hpp"
 #include "rml/exec/kernels/matmul.hpp"
 #include "rml/exec/kernels/sgemm.hpp"
@@ -179,7 +180,10 @@ struct DepthwiseRows {
     return (padded_extent_w(p) + p.stride_w - 1) / p.stride_w + kChunk;
   }
   static std::int64_t row_len(const Conv2dPlan& p) { return p.stride_w * phase_len(p); }
-  static std::int64_t floats(const Conv2dPlan& p) { return padded_extent_h(p) * row_len(p); }
+  /// Saturates: each extent fits (they are at most the padded input's), their product may not.
+  static std::int64_t floats(const Conv2dPlan& p) {
+    return checked_mul(padded_extent_h(p), row_len(p)).value_or(std::numeric_limits<std::int64_t>::max());
+  }
   static bool suits(const Conv2dPlan& p) {
     return p.ow >= kChunk && p.oh > 0 && p.kw <= kMaxKw && p.stride_w <= kMaxStride && floats(p) <= kMaxFloats;
   }

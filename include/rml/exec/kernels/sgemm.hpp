@@ -116,11 +116,6 @@ inline void pack_a_row(const float* a, std::int64_t rows, std::int64_t depth, st
   }
 }
 
-/// Packs A given as A^T (`depth` x `rows`, row k at at + k * ld) like pack_a.
-inline void pack_a_transposed(const float* at, std::int64_t ld, std::int64_t rows, std::int64_t depth, float* out) {
-  for (std::int64_t k = 0; k < depth; ++k) pack_a_row(at + k * ld, rows, depth, k, out);
-}
-
 /// C[0..MR, 0..kNr) (+)= A block (MR of its kMr rows, depth steps [k0, k0 + kc)) times B's rows
 /// [k0, k0 + kc) from column `col`. Stores rows [0, rows) and columns [0, cols) of the tile.
 template <int MR, typename Rows>
