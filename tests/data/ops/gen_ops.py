@@ -524,6 +524,29 @@ def threaded_cases():
     a = rand(70000)
     one_op("threads_mul_scalar_run", "mul", [a, f32(np.float32(1.5))], f32(a * np.float32(1.5)), consts=(1,))
 
+    # Each kernel splits large planes in bands of rows and small ones by channels (split_by_rows):
+    # a max pool whose output (24 x 24) is split in bands; a same-shape add over small planes
+    # (12 x 12), split by channels; a strided convolution onto a small plane (16 x 16), which splits
+    # its output channels over an im2col matrix the threads build together; and a stride-1
+    # convolution read from a zero-padded input that the threads pad in bands of rows.
+    x = rand(1, 16, 48, 48)
+    one_op("threads_max_pool2d_rows", "max_pool2d", [x], f32(pool_ref(x, [3, 3], [2, 2], [1] * 4, "max")),
+           {"kernel": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})
+    a, b = rand(1, 512, 12, 12), rand(1, 512, 12, 12)
+    c = Case("threads_add_small_planes_relu", ELEMENTWISE)
+    out = c.node("add", [c.input(a, "a"), c.input(b, "b")], f32(a + b))
+    c.output(c.node("relu", [out], f32(np.maximum(a + b, 0))))
+    c.write()
+    for name, (xs, ws, stride) in {"small_plane_channels": ((1, 32, 32, 32), (48, 32), 2),
+                                   "pad_rows": ((1, 16, 24, 30), (20, 16), 1)}.items():
+        x, w, bias = rand(*xs), rand(ws[0], ws[1], 3, 3), rand(ws[0])
+        y = conv_ref(x, w, bias, [stride] * 2, [1, 1, 1, 1], [1, 1], 1)
+        c = Case("threads_conv_" + name, tol_k(ws[1] * 9))
+        out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y),
+                     {"strides": [stride] * 2, "pads": [1, 1, 1, 1]})
+        c.output(c.node("relu", [out], f32(np.maximum(y, 0))))
+        c.write()
+
 
 # ---- data movement, gather, cast ----
 def movement_cases():

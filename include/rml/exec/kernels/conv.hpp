@@ -419,7 +419,9 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   const std::int64_t nr = sgemm::kNr;
   const bool split = threads > 1 && plane * kdim * p.og * p.groups >= 2 * kGemmPartFlops;
   pw->transposed = plane < 2 * nr && p.og >= nr;
-  pw->split_rows = !pw->transposed && split && (plane + nr - 1) / nr < 2 * threads && p.og >= 2 * sgemm::kMr;
+  // Small planes split their output channels, as the kernels around them do (split_by_rows).
+  pw->split_rows = !pw->transposed && split && p.og >= 2 * sgemm::kMr &&
+                   ((plane + nr - 1) / nr < 2 * threads || !split_by_rows(p.oh, p.ow, threads));
   // Stride 1 reads the padded input when the padded width wastes at most a quarter of the work.
   const std::int64_t hp = p.oh + (p.kh - 1) * p.dilation_h, wp = p.ow + (p.kw - 1) * p.dilation_w;
   pw->positions = plane;
@@ -466,14 +468,14 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   return pw;
 }
 
-/// Channels [c0, c1) of the zero-padded copy of one group's input for implicit runs ([cg, hp, wp]),
-/// and, with the last channel, the zeros after it up to pw.padded_floats(). Only the border is
-/// zeroed: the inside is overwritten by the input.
-inline void pad_input(const Conv2dPlan& p, const PackedConvWeights& pw, const float* xg, float* padded, std::int64_t c0,
-                      std::int64_t c1) {
+/// Rows [y0, y1) of every channel of the zero-padded copy of one group's input for implicit runs
+/// ([cg, hp, wp]), and, with the last row, the zeros after the last channel up to
+/// pw.padded_floats(). Only the border is zeroed: the inside is overwritten by the input.
+inline void pad_input(const Conv2dPlan& p, const PackedConvWeights& pw, const float* xg, float* padded, std::int64_t y0,
+                      std::int64_t y1) {
   const std::int64_t left = std::min(p.pad_left, pw.wp), cols = std::clamp<std::int64_t>(pw.wp - left, 0, p.w);
-  for (std::int64_t c = c0; c < c1; ++c)
-    for (std::int64_t yy = 0; yy < pw.hp; ++yy) {
+  for (std::int64_t c = 0; c < p.cg; ++c)
+    for (std::int64_t yy = y0; yy < y1; ++yy) {
       float* row = padded + (c * pw.hp + yy) * pw.wp;
       const std::int64_t iy = yy - p.pad_top;
       if (iy < 0 || iy >= p.h) {
@@ -484,7 +486,7 @@ inline void pad_input(const Conv2dPlan& p, const PackedConvWeights& pw, const fl
       std::copy_n(xg + (c * p.h + iy) * p.w, cols, row + left);
       std::fill(row + left + cols, row + pw.wp, 0.0f);
     }
-  if (c1 == p.cg) std::fill(padded + p.cg * pw.hp * pw.wp, padded + pw.padded_floats(), 0.0f);
+  if (y1 == pw.hp) std::fill(padded + p.cg * pw.hp * pw.wp, padded + pw.padded_floats(), 0.0f);
 }
 
 /// GEMM columns [i0, i0 + n) (output positions, over the padded width when implicit) and output
@@ -534,11 +536,15 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
       const float* wg = pw.group(g);
       float* yg = y + (n * p.o + g * p.og) * plane;
       if (pw.implicit) {
-        const auto pad = [&](std::int64_t c0, std::int64_t c1) { pad_input(p, pw, xg, padded, c0, c1); };
-        if (pw.parts > 1)
-          parallel_ranges(pool, p.cg, work_grain(pw.hp * pw.wp), pad);
-        else
-          pad(0, p.cg);
+        // Part q pads the rows from the first its tiles read to the first the next part's read, so
+        // it reads the input rows its own core wrote (the kernels before split large planes in
+        // bands of rows too).
+        run_parts(pool, pw.parts, [&](std::int64_t q) {
+          const auto first_row = [&](std::int64_t part) {
+            return part == pw.parts ? pw.hp : tiles * part / pw.parts * pw.cols / pw.wp;
+          };
+          pad_input(p, pw, xg, padded, first_row(q), first_row(q + 1));
+        });
       }
       const Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain};
       if (pw.transposed) {
@@ -577,7 +583,9 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
       if (pw.split_rows) {
         // Few positions: one shared X (the input itself for 1x1, else its im2col matrix
         // [kdim, plane]), and each part a range of output-channel blocks over all of it.
-        if (!pointwise) im2col(p, xg, shared, 0, pw.kdim, 0, plane);
+        if (!pointwise)
+          parallel_ranges(pool, pw.kdim, work_grain(plane),
+                          [&](std::int64_t k0, std::int64_t k1) { im2col(p, xg, shared + k0 * plane, k0, k1, 0, plane); });
         const std::int64_t blocks = (p.og + mr - 1) / mr;
         const auto run_part = [&](std::int64_t part) {
           const std::int64_t r0 = blocks * part / pw.parts * mr;
@@ -652,7 +660,7 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       std::fill_n(padded, DepthwiseRows::floats(p), 0.0f);  // the padding, for every plane
       return padded;
     };
-    if (rows && parts > 1 && p.oh >= 4 * parts) {
+    if (rows && split_by_rows(p.oh, p.ow, parts)) {
       // Large planes: each part takes a band of output rows of every plane. The convolutions around
       // it split their output positions the same way, so a thread reads rows its own core wrote,
       // where a split by channels would read half of every plane from the other core's cache.
@@ -739,13 +747,14 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       return acc + v;
   };
   const TapColumns cols(p.kw, 1, p.pad_left, p.stride_w, p.ow, p.w);
-  parallel_ranges(args.pool, p.planes, work_grain(p.oh * p.ow * p.kh * p.kw, 4), [&](std::int64_t b, std::int64_t e) {
+  // Output rows [oy0, oy1) of planes [b, e).
+  const auto pool_rows = [&](std::int64_t b, std::int64_t e, std::int64_t oy0, std::int64_t oy1) {
     float split[kMaxSplitRow];
     const bool split_rows = p.stride_w == 2 && p.w <= kMaxSplitRow;
     for (std::int64_t plane = b; plane < e; ++plane) {
       const float* in = x + plane * p.h * p.w;
       float* out = y + plane * p.oh * p.ow;
-      for (std::int64_t oy = 0; oy < p.oh; ++oy) {
+      for (std::int64_t oy = oy0; oy < oy1; ++oy) {
         float* dst = out + oy * p.ow;
         std::fill_n(dst, p.ow, is_max ? -std::numeric_limits<float>::infinity() : 0.0f);
         const std::int64_t y0 = oy * p.stride_h - p.pad_top;
@@ -780,7 +789,18 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
         }
       }
     }
-  });
+  };
+  const std::int64_t grain = work_grain(p.oh * p.ow * p.kh * p.kw, 4);
+  const std::int64_t threads = args.pool ? args.pool->threads() : 1;
+  const std::int64_t parts = std::clamp<std::int64_t>(p.planes / grain, 1, threads);
+  if (split_by_rows(p.oh, p.ow, parts)) {
+    // Large planes: a band of output rows of every plane per part, as the convolutions split.
+    run_parts(args.pool, parts, [&](std::int64_t part) {
+      pool_rows(0, p.planes, p.oh * part / parts, p.oh * (part + 1) / parts);
+    });
+    return {};
+  }
+  parallel_ranges(args.pool, p.planes, grain, [&](std::int64_t b, std::int64_t e) { pool_rows(b, e, 0, p.oh); });
   return {};
 }
 

@@ -367,11 +367,12 @@ Status binary_kernel_f32(const BroadcastPlan& p, const KernelArgs& args) {
   const bool fused = args.epilogue && !args.epilogue->chain.empty();
   if (rows == 1 && args.pool) {
     // One contiguous run (operands of one shape, or one a scalar), split over the threads. A 4-D
-    // output splits into bands of every plane, as the convolutions around it split their output
-    // positions, so each thread reads what its own core wrote (a split of the flat run would hand
-    // each thread half the channels, written half by each core).
-    const std::int64_t planes = p.plane > 0 ? p.n / p.plane : 1, plane = p.n / planes;
+    // output with large planes splits into bands of every plane, as the convolutions around it split
+    // their output positions, so each thread reads what its own core wrote; otherwise the flat run
+    // splits, which for small planes is ranges of channels, as those convolutions split.
     const std::int64_t parts = std::clamp<std::int64_t>(p.n / work_grain(1), 1, args.pool->threads());
+    const bool bands = p.plane > 0 && split_by_rows(p.plane_rows, p.plane / p.plane_rows, parts);
+    const std::int64_t planes = bands ? p.n / p.plane : 1, plane = p.n / planes;
     run_parts(args.pool, parts, [&](std::int64_t part) {
       const std::int64_t b = plane * part / parts, e = plane * (part + 1) / parts;
       for (std::int64_t c = 0; c < planes; ++c) {

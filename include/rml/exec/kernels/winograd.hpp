@@ -27,7 +27,7 @@ namespace rml::detail {
 // The transforms run over kLanes tiles at a time, each value a short array across the tiles, so they
 // vectorise along the tiles. A run takes its tiles in chunks whose transformed input and products
 // stay near L2; at several threads each thread takes a range of chunks, or, with too few tiles for
-// that, the threads share each chunk's stages (channels, then elements, then output channels).
+// that, the threads share each chunk's stages (input channels, then output channels).
 
 /// The transforms of F(m x m, 3 x 3). Each 1-D transform works over kLanes tiles: `x` holds its
 /// rows of kLanes values, `xs` floats apart; `r` receives the result rows, `rs` apart.
@@ -260,13 +260,14 @@ void winograd_input(const Conv2dPlan& p, const WinogradWeights& ww, const float*
   }
 }
 
-/// Elements [e0, e1) of the products: m_e [o, chunk] = U_e v_e over the first nt tiles, in whole
-/// GEMM panels (the columns past nt hold whatever v held there, and are never read).
-inline void winograd_products(const WinogradWeights& ww, const float* v, float* m, std::int64_t nt, std::int64_t e0,
-                              std::int64_t e1) {
-  for (std::int64_t e = e0; e < e1; ++e)
+/// Output channels [o0, o1) (o0 a multiple of sgemm::kMr) of the products: m_e [o, chunk] = U_e v_e
+/// for every element e over the first nt tiles, in whole GEMM panels (the columns past nt hold
+/// whatever v held there, and are never read).
+inline void winograd_products(const WinogradWeights& ww, const float* v, float* m, std::int64_t nt, std::int64_t o0,
+                              std::int64_t o1) {
+  for (std::int64_t e = 0; e < ww.elems; ++e)
     sgemm::multiply(ww.u_of(e), ww.c, sgemm::StridedRows{v + e * ww.c * ww.chunk, ww.chunk}, nt,
-                    m + e * ww.o * ww.chunk, ww.chunk, 0, ww.o, true, nullptr);
+                    m + e * ww.o * ww.chunk, ww.chunk, o0, o1, true, nullptr);
 }
 
 /// Output channels [o0, o1) of chunk tiles [t0, t0 + nt) from m: A^T m_tile A, the epilogue, and the
@@ -318,7 +319,7 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const flo
     for (std::int64_t c0 = t0; c0 < t1; c0 += ww.chunk) {
       const std::int64_t nt = std::min(ww.chunk, t1 - c0);
       winograd_input<M>(p, ww, x, c0, nt, 0, ww.c, v);
-      winograd_products(ww, v, m, nt, 0, ww.elems);
+      winograd_products(ww, v, m, nt, 0, ww.o);
       winograd_output<M>(p, ww, m, c0, nt, 0, ww.o, epi, y);
     }
   };
@@ -334,19 +335,25 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const flo
       run_range(part, ww.total * part / ww.parts, ww.total * (part + 1) / ww.parts);
     return;
   }
-  // Too few tiles for a range per thread: the threads share each chunk's three stages.
+  // Too few tiles for a range per thread (small planes): the threads split each chunk's input
+  // transform by input channels, then its products and output transform by output channels, as the
+  // kernels around a small plane split its channels (split_by_rows), so a thread's transform reads
+  // the channels its own core wrote and writes the ones it will read next.
   float* v = scratch;
   float* m = v + ww.v_floats();
-  const auto split = [&](std::int64_t count, const auto& body) {
-    const std::int64_t parts = std::min(threads, count);
-    pool->parallel_for(parts, [&](std::int64_t q) { body(q, count * q / parts, count * (q + 1) / parts); });
-  };
+  const std::int64_t blocks = (ww.o + sgemm::kMr - 1) / sgemm::kMr;
+  const std::int64_t in_parts = std::min(threads, ww.c), out_parts = std::min(threads, blocks);
   for (std::int64_t c0 = 0; c0 < ww.total; c0 += ww.chunk) {
     const std::int64_t nt = std::min(ww.chunk, ww.total - c0);
-    split(ww.c, [&](std::int64_t, std::int64_t b, std::int64_t e) { winograd_input<M>(p, ww, x, c0, nt, b, e, v); });
-    split(ww.elems, [&](std::int64_t, std::int64_t b, std::int64_t e) { winograd_products(ww, v, m, nt, b, e); });
-    split(ww.o,
-          [&](std::int64_t, std::int64_t b, std::int64_t e) { winograd_output<M>(p, ww, m, c0, nt, b, e, epi, y); });
+    pool->parallel_for(in_parts, [&](std::int64_t q) {
+      winograd_input<M>(p, ww, x, c0, nt, ww.c * q / in_parts, ww.c * (q + 1) / in_parts, v);
+    });
+    pool->parallel_for(out_parts, [&](std::int64_t q) {
+      const std::int64_t o0 = blocks * q / out_parts * sgemm::kMr;
+      const std::int64_t o1 = std::min(ww.o, blocks * (q + 1) / out_parts * sgemm::kMr);
+      winograd_products(ww, v, m, nt, o0, o1);
+      winograd_output<M>(p, ww, m, c0, nt, o0, o1, epi, y);
+    });
   }
 }
 
