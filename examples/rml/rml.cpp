@@ -875,6 +875,7 @@ struct Bench {
   std::string winograd = "f2";
   bool json = false;
   int profile = 0;
+  std::int64_t parallel_min_work = rml::ExecutorOptions{}.parallel_min_work;
   CLI::Option* runs_option = nullptr;  // given or not: --duration alone runs for its time
 
   void add(CLI::App* app) {
@@ -887,6 +888,10 @@ struct Bench {
         ->check(number_in(1e-3, 1e6, false));
     add_threads(app, threads);
     add_winograd(app, winograd);
+    app->add_option("--parallel-min-work", parallel_min_work,
+                    "steps with less estimated work run on one thread (default 2^23 multiply-adds; 0: every step "
+                    "may split)")
+        ->check(number_in(0, 9.0e18, true));
     app->add_option("--profile", profile,
                     "then time each kernel step over as many runs, and list the N slowest (with --json: all)")
         ->check(number_in(1, 1e9, true));
@@ -897,7 +902,9 @@ struct Bench {
     const Graph graph = load_model(model);
     const std::vector<Tensor> in = tensors_of(gather_inputs(graph, inputs));
     const rml::Executor executor =
-        get(rml::Executor::create(graph, {.threads = threads, .winograd = winograd_named(winograd)}));
+        get(rml::Executor::create(graph, {.threads = threads,
+                                          .winograd = winograd_named(winograd),
+                                          .parallel_min_work = parallel_min_work}));
     std::vector<Tensor> outputs;
     for (std::size_t k = 0; k < graph.def().outputs.size(); ++k)
       outputs.push_back(Tensor::zeros(executor.output_type(k)));
@@ -951,7 +958,8 @@ struct Bench {
     if (json) {
       JsonWriter j;
       j.begin_object().member("model", model).member("operators", graph.def().nodes.size());
-      j.member("steps", executor.step_count()).member("arena_bytes", executor.arena_bytes());
+      j.member("steps", executor.step_count()).member("serial_steps", executor.serial_step_count());
+      j.member("arena_bytes", executor.arena_bytes());
       j.member("threads", executor.threads()).member("warmup", warmup).member("runs", times.size());
       j.member("seconds", wall);
       j.key("latency_ms").begin_object().member("min", sorted.front()).member("p50", p50).member("p90", p90);

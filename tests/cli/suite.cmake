@@ -137,6 +137,14 @@ rml_cli_test(bench.profile
 rml_cli_test(bench.profile_json STDOUT "\"profile\": .\n +.\n +\"op\": \"matmul\",\n +\"first_node\": 0,\n +\"nodes\": 3,"
              ARGS bench tests/data/torch_mlp --runs 3 --threads 1 --profile 1 --json)
 rml_cli_test(bench.bad_profile EXIT 1 STDERR "--profile: 0 is below 1" ARGS bench tests/data/torch_mlp --profile 0)
+# --parallel-min-work: at 2 threads the MLP's three small steps stay on one thread by default, and
+# none does at 0.
+rml_cli_test(bench.serial_steps STDOUT "\"steps\": 3,\n +\"serial_steps\": 3,"
+             ARGS bench tests/data/torch_mlp --runs 2 --threads 2 --json)
+rml_cli_test(bench.parallel_min_work STDOUT "\"steps\": 3,\n +\"serial_steps\": 0,"
+             ARGS bench tests/data/torch_mlp --runs 2 --threads 2 --parallel-min-work 0 --json)
+rml_cli_test(bench.bad_parallel_min_work EXIT 1 STDERR "--parallel-min-work: -1 is below 0"
+             ARGS bench tests/data/torch_mlp --parallel-min-work -1)
 
 # convert: rml-graph -> MessagePack -> rml-graph gives what rml-graph -> rml-graph gives, and the
 # MessagePack model runs like the original.

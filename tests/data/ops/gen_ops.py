@@ -537,7 +537,7 @@ def threaded_cases():
     out = c.node("add", [c.input(a, "a"), c.input(b, "b")], f32(a + b))
     c.output(c.node("relu", [out], f32(np.maximum(a + b, 0))))
     c.write()
-    for name, (xs, ws, stride) in {"small_plane_channels": ((1, 32, 32, 32), (48, 32), 2),
+    for name, (xs, ws, stride) in {"small_plane_channels": ((1, 64, 32, 32), (48, 64), 2),
                                    "pad_rows": ((1, 16, 24, 30), (20, 16), 1)}.items():
         x, w, bias = rand(*xs), rand(ws[0], ws[1], 3, 3), rand(ws[0])
         y = conv_ref(x, w, bias, [stride] * 2, [1, 1, 1, 1], [1, 1], 1)
@@ -546,6 +546,17 @@ def threaded_cases():
                      {"strides": [stride] * 2, "pads": [1, 1, 1, 1]})
         c.output(c.node("relu", [out], f32(np.maximum(y, 0))))
         c.write()
+
+    # Pools fold a window's rows into one before its columns when a row holds at most 1024 floats;
+    # wider rows fold every tap of every row: one of each, stride 2 along the row.
+    for name, w in {"narrow_rows": 1000, "wide_rows": 1100}.items():
+        x = rand(1, 2, 5, w)
+        one_op("max_pool2d_" + name, "max_pool2d", [x], f32(pool_ref(x, [2, 3], [1, 2], [0, 1, 1, 1], "max")),
+               {"kernel": [2, 3], "strides": [1, 2], "pads": [0, 1, 1, 1]})
+        one_op("avg_pool2d_" + name, "avg_pool2d", [x],
+               f32(pool_ref(x, [3, 3], [2, 2], [1, 1, 1, 1], "avg", False)),
+               {"kernel": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": False},
+               meta=tol_k(9))
 
 
 # ---- data movement, gather, cast ----

@@ -584,7 +584,7 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
         // Few positions: one shared X (the input itself for 1x1, else its im2col matrix
         // [kdim, plane]), and each part a range of output-channel blocks over all of it.
         if (!pointwise)
-          parallel_ranges(pool, pw.kdim, work_grain(plane),
+          parallel_ranges(pool, pw.kdim, work_grain(plane, 1, std::int64_t{1} << 16),
                           [&](std::int64_t k0, std::int64_t k1) { im2col(p, xg, shared + k0 * plane, k0, k1, 0, plane); });
         const std::int64_t blocks = (p.og + mr - 1) / mr;
         const auto run_part = [&](std::int64_t part) {
@@ -737,9 +737,9 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   const float* x = in_ptr<float>(args, 0);
   float* y = out_ptr<float>(args);
   constexpr bool is_max = Op == OpCode::MaxPool2d;
-  // Row by row, like depthwise_plane: every kernel tap folds a contiguous run of an input row into
-  // the output row (stride-2 rows split into even and odd columns first). Every window holds at
-  // least one input element (the checker requires pads < kernel).
+  // Row by row, like depthwise_plane: every kernel column folds a contiguous run of a row into the
+  // output row (stride-2 rows split into even and odd columns first). Every window holds at least
+  // one input element (the checker requires pads < kernel).
   const auto fold = [](float acc, float v) {
     if constexpr (is_max)
       return (v > acc || v != v) ? v : acc;  // NaN wins, as in NumPy
@@ -747,10 +747,32 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       return acc + v;
   };
   const TapColumns cols(p.kw, 1, p.pad_left, p.stride_w, p.ow, p.w);
-  // Output rows [oy0, oy1) of planes [b, e).
+  // Output rows [oy0, oy1) of planes [b, e). Rows up to kMaxSplitRow wide first fold the window's
+  // input rows into one (a vectorised pass over contiguous floats), then fold its kernel columns
+  // once, from the even and odd halves for stride 2; wider rows fold every tap of every row.
   const auto pool_rows = [&](std::int64_t b, std::int64_t e, std::int64_t oy0, std::int64_t oy1) {
-    float split[kMaxSplitRow];
-    const bool split_rows = p.stride_w == 2 && p.w <= kMaxSplitRow;
+    float folded[kMaxSplitRow], split[kMaxSplitRow];
+    const bool fold_rows = p.w <= kMaxSplitRow;
+    const bool splits = p.stride_w == 2 && p.w <= kMaxSplitRow;
+    const auto fold_columns = [&](const float* row, float* dst) {
+      const float* src = row;
+      if (splits) {
+        split_row(row, p.w, split);
+        src = split;
+      }
+      for (std::int64_t kx = 0; kx < p.kw; ++kx) {
+        const std::int64_t shift = cols.shift(kx);
+        const ValidRange vx = cols.valid(kx);
+        if (p.stride_w == 1) {
+          for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] = fold(dst[ox], src[ox + shift]);
+        } else if (splits) {
+          const std::int64_t at = split_offset(shift, p.w);
+          for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] = fold(dst[ox], src[at + ox]);
+        } else {
+          for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] = fold(dst[ox], src[ox * p.stride_w + shift]);
+        }
+      }
+    };
     for (std::int64_t plane = b; plane < e; ++plane) {
       const float* in = x + plane * p.h * p.w;
       float* out = y + plane * p.oh * p.ow;
@@ -759,21 +781,16 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
         std::fill_n(dst, p.ow, is_max ? -std::numeric_limits<float>::infinity() : 0.0f);
         const std::int64_t y0 = oy * p.stride_h - p.pad_top;
         const std::int64_t ya = std::max<std::int64_t>(y0, 0), yb = std::min(y0 + p.kh, p.h);
-        for (std::int64_t iy = ya; iy < yb; ++iy) {
-          const float* row = in + iy * p.w;
-          if (split_rows) split_row(row, p.w, split);
-          for (std::int64_t kx = 0; kx < p.kw; ++kx) {
-            const std::int64_t shift = cols.shift(kx);
-            const ValidRange vx = cols.valid(kx);
-            if (p.stride_w == 1) {
-              for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] = fold(dst[ox], row[ox + shift]);
-            } else if (split_rows) {
-              const std::int64_t at = split_offset(shift, p.w);
-              for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] = fold(dst[ox], split[at + ox]);
-            } else {
-              for (std::int64_t ox = vx.begin; ox < vx.end; ++ox) dst[ox] = fold(dst[ox], row[ox * p.stride_w + shift]);
-            }
+        if (fold_rows) {
+          const float* first = in + ya * p.w;
+          std::copy_n(first, p.w, folded);
+          for (std::int64_t iy = ya + 1; iy < yb; ++iy) {
+            const float* row = in + iy * p.w;
+            for (std::int64_t i = 0; i < p.w; ++i) folded[i] = fold(folded[i], row[i]);
           }
+          fold_columns(folded, dst);
+        } else {
+          for (std::int64_t iy = ya; iy < yb; ++iy) fold_columns(in + iy * p.w, dst);
         }
         if constexpr (!is_max) {
           if (p.count_include_pad) {
