@@ -272,9 +272,10 @@ inline std::int64_t work_grain(std::int64_t work_per_item, std::int64_t min_item
 inline constexpr std::int64_t kRowSplitPlane = 400;
 
 /// Whether a kernel splits its [n, c, rows, cols] output over `parts` threads in bands of rows of
-/// every plane (large planes) rather than in ranges of channels (small planes, where the convolutions
-/// split their output channels). Every kernel follows this one rule, so consecutive kernels hand each
-/// thread the part of a tensor its own core wrote: reading lines another core wrote last costs
+/// every plane (large planes) rather than in ranges of channels (small planes, where the deep
+/// convolutions split their output channels). The elementwise kernels, pools and depthwise
+/// convolutions follow this rule, so consecutive kernels hand each thread the part of a tensor its
+/// own core wrote: reading lines another core wrote last costs
 /// several times a local read (measured: a Winograd input transform ran 3.6x slower on the thread
 /// whose half of the input the other core had written).
 inline bool split_by_rows(std::int64_t rows, std::int64_t cols, std::int64_t parts) noexcept {

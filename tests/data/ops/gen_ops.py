@@ -526,9 +526,10 @@ def threaded_cases():
 
     # Each kernel splits large planes in bands of rows and small ones by channels (split_by_rows):
     # a max pool whose output (24 x 24) is split in bands; a same-shape add over small planes
-    # (12 x 12), split by channels; a strided convolution onto a small plane (16 x 16), which splits
-    # its output channels over an im2col matrix the threads build together; and a stride-1
-    # convolution read from a zero-padded input that the threads pad in bands of rows.
+    # (12 x 12), split by channels; a convolution with too few output positions for two tiles per
+    # thread (9 x 9), which splits its output channels over an im2col matrix the threads build
+    # together; and a stride-1 convolution read from a zero-padded input that the threads pad in
+    # bands of rows.
     x = rand(1, 16, 48, 48)
     one_op("threads_max_pool2d_rows", "max_pool2d", [x], f32(pool_ref(x, [3, 3], [2, 2], [1] * 4, "max")),
            {"kernel": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})
@@ -537,8 +538,12 @@ def threaded_cases():
     out = c.node("add", [c.input(a, "a"), c.input(b, "b")], f32(a + b))
     c.output(c.node("relu", [out], f32(np.maximum(a + b, 0))))
     c.write()
-    for name, (xs, ws, stride) in {"small_plane_channels": ((1, 64, 32, 32), (48, 64), 2),
-                                   "pad_rows": ((1, 16, 24, 30), (20, 16), 1)}.items():
+    # The few-panels case needs 2 or 3 GEMM panels of positions, which depends on the SIMD width:
+    # 9 x 9 for AVX-512 (32-column panels), 6 x 6 for AVX2 (16), 4 x 5 for SSE and NEON builds (8).
+    for name, (xs, ws, stride) in {"few_panels_channels": ((1, 192, 9, 9), (32, 192), 1),
+                                   "pad_rows": ((1, 16, 24, 30), (20, 16), 1),
+                                   "few_panels_channels_6x6": ((1, 408, 6, 6), (32, 408), 1),
+                                   "few_panels_channels_4x5": ((1, 800, 4, 5), (12, 800), 1)}.items():
         x, w, bias = rand(*xs), rand(ws[0], ws[1], 3, 3), rand(ws[0])
         y = conv_ref(x, w, bias, [stride] * 2, [1, 1, 1, 1], [1, 1], 1)
         c = Case("threads_conv_" + name, tol_k(ws[1] * 9))
