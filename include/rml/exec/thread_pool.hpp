@@ -293,12 +293,18 @@ void run_parts(const ThreadPool* pool, std::int64_t parts, const F& f) {
   for (std::int64_t part = 0; part < parts; ++part) f(part);
 }
 
+/// How many parts [0, total) splits into on `pool` (none: one) when each holds at least `grain` items:
+/// at least one, at most the pool's threads.
+inline std::int64_t part_count(const ThreadPool* pool, std::int64_t total, std::int64_t grain) noexcept {
+  const std::int64_t threads = pool ? pool->threads() : 1;
+  return std::clamp<std::int64_t>(total / std::max<std::int64_t>(grain, 1), 1, threads);
+}
+
 /// Splits [0, total) into at most `parts` contiguous ranges of at least `grain` and calls
 /// `f(begin, end)` for each, in parallel when a pool is given.
 template <typename F>
 void parallel_ranges(const ThreadPool* pool, std::int64_t total, std::int64_t grain, const F& f) {
-  const std::int64_t threads = pool ? pool->threads() : 1;
-  const std::int64_t parts = std::clamp<std::int64_t>(total / std::max<std::int64_t>(grain, 1), 1, threads);
+  const std::int64_t parts = part_count(pool, total, grain);
   if (parts <= 1) {
     if (total > 0) f(std::int64_t{0}, total);
     return;

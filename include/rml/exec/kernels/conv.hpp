@@ -584,7 +584,8 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
       }
       if (pw.split_rows) {
         // Few positions: one shared X (the input itself for 1x1, else its im2col matrix
-        // [kdim, plane]), and each part a range of output-channel blocks over all of it.
+        // [kdim, plane], which the threads build by depth rows once each gets 2^16 floats), and each
+        // part a range of output-channel blocks over all of it.
         if (!pointwise)
           parallel_ranges(pool, pw.kdim, work_grain(plane, 1, std::int64_t{1} << 16),
                           [&](std::int64_t k0, std::int64_t k1) { im2col(p, xg, shared + k0 * plane, k0, k1, 0, plane); });
@@ -653,8 +654,8 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
     }
     const TapColumns cols(p.kw, p.dilation_w, p.pad_left, p.stride_w, p.ow, p.w);
     const bool rows = depthwise_by_rows(p);  // else row by row through memory (planes too large)
-    const std::int64_t total = p.n * p.c, threads = args.pool ? args.pool->threads() : 1;
-    const std::int64_t parts = std::clamp<std::int64_t>(total / work_grain(plane_out * p.kh * p.kw, 4), 1, threads);
+    const std::int64_t total = p.n * p.c;
+    const std::int64_t parts = part_count(args.pool, total, work_grain(plane_out * p.kh * p.kw, 4));
     // Part q pads its planes in slice q of the scratch (sized for the executor's threads by
     // conv_scratch_bytes).
     const auto padded_of = [&](std::int64_t part) {
@@ -810,8 +811,7 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
     }
   };
   const std::int64_t grain = work_grain(p.oh * p.ow * p.kh * p.kw, 4);
-  const std::int64_t threads = args.pool ? args.pool->threads() : 1;
-  const std::int64_t parts = std::clamp<std::int64_t>(p.planes / grain, 1, threads);
+  const std::int64_t parts = part_count(args.pool, p.planes, grain);
   if (split_by_rows(p.oh, p.ow, parts)) {
     // Large planes: a band of output rows of every plane per part, as the convolutions split.
     run_parts(args.pool, parts, [&](std::int64_t part) {

@@ -370,7 +370,7 @@ Status binary_kernel_f32(const BroadcastPlan& p, const KernelArgs& args) {
     // output with large planes splits into bands of every plane, as the convolutions around it split
     // their output positions, so each thread reads what its own core wrote; otherwise the flat run
     // splits, which for small planes is ranges of channels, as those convolutions split.
-    const std::int64_t parts = std::clamp<std::int64_t>(p.n / work_grain(1), 1, args.pool->threads());
+    const std::int64_t parts = part_count(args.pool, p.n, work_grain(1));
     const bool bands = p.plane > 0 && split_by_rows(p.plane_rows, p.plane / p.plane_rows, parts);
     const std::int64_t planes = bands ? p.n / p.plane : 1, plane = p.n / planes;
     run_parts(args.pool, parts, [&](std::int64_t part) {
