@@ -275,6 +275,16 @@ def conv_blocked_cases():
         "split_channels_sse": dict(x=(1, 48, 4, 5), w=(32, 48, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True),
         "split_channels_avx2": dict(x=(1, 24, 6, 7), w=(32, 24, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True),
         "split_channels_avx512": dict(x=(1, 16, 9, 9), w=(32, 16, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True),
+        # Strided convolutions that read the padded input split by stride phase (no im2col): a 7x7
+        # stride-2 stem over odd extents, a 3x3 stride 2 with uneven pads over two images, strides (2, 1),
+        # and a 5x5 stride 3 (nine phases, each read by some tap).
+        "phases_stem": dict(x=(1, 3, 17, 45), w=(16, 3, 7, 7), attrs={"pads": [3, 3, 3, 3], "strides": [2, 2]},
+                            bias=True),
+        "phases_3x3": dict(x=(2, 8, 20, 31), w=(24, 8, 3, 3), attrs={"pads": [1, 1, 0, 1], "strides": [2, 2]},
+                           bias=True),
+        "phases_2x1": dict(x=(1, 6, 11, 32), w=(32, 6, 3, 3), attrs={"pads": [1, 1, 1, 1], "strides": [2, 1]}),
+        "phases_stride3": dict(x=(1, 4, 26, 50), w=(20, 4, 5, 5), attrs={"pads": [2, 2, 1, 2], "strides": [3, 3]},
+                               bias=True),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]

@@ -336,11 +336,16 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
 // Pre-packed convolution for constant weights (every conv2d but depthwise ones). Per group and
 // image, row-major Y[og, plane] = W[og, kdim] X[kdim, plane] through rml's GEMM (kernels/sgemm.hpp):
 // the weights are its packed operand, packed once at Executor::create, and X is read in place one
-// tile of output positions at a time. A 1x1 convolution reads the input itself. A stride-1
-// convolution reads a zero-padded copy of the input (no im2col): over the padded width, row k of X
-// is the padded input shifted by a constant offset, so the GEMM runs over `oh * padded width`
-// positions into a tile and the few that fall in the padding are dropped when the tile is copied
-// out. Other convolutions im2col each tile into L2 first.
+// tile of output positions at a time. A 1x1 convolution reads the input itself. Other convolutions
+// whose every input row and column is read read a zero-padded copy of the input (no im2col): for
+// stride 1, over the padded width, row k of X is the padded input shifted by a constant offset, so
+// the GEMM runs over `oh * padded width` positions into a tile and the few that fall in the padding
+// are dropped when the tile is copied out. For stride s the padded copy is split by phase first
+// (rows py, py + s, ... and columns px, px + s, ... of it in a plane of their own): a tap then reads
+// one phase plane at stride 1, and again row k of X is a constant shift. The copy is the size of
+// the input, where an im2col matrix holds kh * kw / s^2 copies of it (12 for a 7x7 stride-2 stem).
+// The remaining convolutions (kernels narrower than their stride, dilated strided ones, wide
+// padding) im2col each tile into L2 first.
 
 /// Constant conv2d weights packed for sgemm, and how a run splits its work: tiles of `cols` output
 /// positions, or, when the positions are too few for every thread to get a tile, blocks of output
@@ -356,10 +361,12 @@ struct PackedConvWeights {
   bool transposed = false;  ///< the channels are the GEMM's columns (small planes)
   /// Per group: W_g packed by sgemm::pack_a, or W_g^T packed by sgemm::pack_b when transposed.
   std::vector<float, Eigen::aligned_allocator<float>> a;
-  /// Stride-1 convolutions read from the padded input: its height and width, and per row k of X
-  /// (ci, ky, kx) the offset of its first element in the padded input.
+  /// Implicit runs read X from the padded input, split by stride phase: [cg][sh][sw][hp][wp], phase
+  /// (py, px) holding the padded input's rows py + i * sh and columns px + j * sw (one phase at
+  /// stride 1). Per row k of X (ci, ky, kx), k_offset[k] is the offset of its first element.
   bool implicit = false;
-  std::int64_t hp = 0, wp = 0;
+  std::int64_t hp = 0, wp = 0, sh = 1, sw = 1;
+  std::int64_t planes = 0;  ///< cg * sh * sw
   std::vector<std::int64_t> k_offset;
   /// GEMM columns per image and group: the output positions, or `oh * wp` when implicit.
   std::int64_t positions = 0;
@@ -383,11 +390,13 @@ struct PackedConvWeights {
   }
   /// Floats per part: its tile and sgemm's panel for a partial last panel.
   [[nodiscard]] std::int64_t part_floats() const noexcept { return tile_floats() + sgemm::kPanelFloats; }
-  /// Floats of the padded input (implicit runs), with slack for the last positions' whole panels:
-  /// the furthest read is the last row's offset plus the positions rounded up to a panel.
+  /// Floats of the padded input (implicit runs): its planes, and slack for the last positions'
+  /// whole panels (the furthest read is the largest row offset plus the positions rounded up to a
+  /// panel, past the planes' end when the last phase's taps start in its first rows).
   [[nodiscard]] std::int64_t padded_floats() const noexcept {
     if (!implicit) return 0;
-    return round16(k_offset.back() + (positions + sgemm::kNr - 1) / sgemm::kNr * sgemm::kNr);
+    const std::int64_t furthest = *std::max_element(k_offset.begin(), k_offset.end());
+    return round16(std::max(planes * hp * wp, furthest + (positions + sgemm::kNr - 1) / sgemm::kNr * sgemm::kNr));
   }
   /// Floats of the shared im2col matrix of a run split by rows (1x1 convolutions read the input;
   /// transposed runs im2col into the packed X^T directly).
@@ -424,18 +433,24 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // and half of it from the other core (a 32->64-channel 3x3 convolution onto 16x16 took 82-110 us
   // at 2 threads that way, 58 us by tiles).
   pw->split_rows = !pw->transposed && split && (plane + nr - 1) / nr < 2 * threads && p.og >= 2 * sgemm::kMr;
-  // Stride 1 reads the padded input when the padded width wastes at most a quarter of the work.
-  const std::int64_t hp = p.oh + (p.kh - 1) * p.dilation_h, wp = p.ow + (p.kw - 1) * p.dilation_w;
+  // The padded input is read when the kernel reads every phase (stride 1, or an undilated kernel at
+  // least as wide as its stride) and the phase width wastes at most a quarter of the work.
+  const std::int64_t sh = p.stride_h, sw = p.stride_w;
+  const std::int64_t ext_h = (p.kh - 1) * p.dilation_h, ext_w = (p.kw - 1) * p.dilation_w;
+  const std::int64_t hp = p.oh + ext_h / sh, wp = p.ow + ext_w / sw;
+  const bool every_phase =
+      (sh == 1 || (p.dilation_h == 1 && p.kh >= sh)) && (sw == 1 || (p.dilation_w == 1 && p.kw >= sw));
   pw->positions = plane;
-  if (!pw->split_rows && !pw->transposed && p.stride_h == 1 && p.stride_w == 1 && !conv_is_pointwise(p) &&
-      4 * wp <= 5 * p.ow) {
+  if (!pw->split_rows && !pw->transposed && every_phase && !conv_is_pointwise(p) && 4 * wp <= 5 * p.ow) {
     pw->implicit = true;
-    pw->hp = hp, pw->wp = wp;
+    pw->hp = hp, pw->wp = wp, pw->sh = sh, pw->sw = sw, pw->planes = p.cg * sh * sw;
     pw->positions = p.oh * wp;
     pw->k_offset.resize(static_cast<std::size_t>(kdim));
     for (std::int64_t r = 0; r < kdim; ++r) {
       const std::int64_t kx = r % p.kw, ky = (r / p.kw) % p.kh, ci = r / (p.kw * p.kh);
-      pw->k_offset[static_cast<std::size_t>(r)] = (ci * hp + ky * p.dilation_h) * wp + kx * p.dilation_w;
+      const std::int64_t ty = ky * p.dilation_h, tx = kx * p.dilation_w;
+      const std::int64_t phase = (ci * sh + ty % sh) * sw + tx % sw;
+      pw->k_offset[static_cast<std::size_t>(r)] = (phase * hp + ty / sh) * wp + tx / sw;
     }
   }
   // Tiles whose X block (depth-blocked by sgemm) stays in half of L2, a whole number of panels;
@@ -470,25 +485,36 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   return pw;
 }
 
-/// Rows [y0, y1) of every channel of the zero-padded copy of one group's input for implicit runs
-/// ([cg, hp, wp]), and, with the last row, the zeros after the last channel up to
-/// pw.padded_floats(). Only the border is zeroed: the inside is overwritten by the input.
+/// Rows [y0, y1) of every phase plane of every channel of the padded input for implicit runs
+/// ([cg, sh, sw, hp, wp]), and, with the last row, the zeros after the last plane up to
+/// pw.padded_floats(). Phase (py, px) row i column j is input (i * sh + py - pad_top, j * sw + px -
+/// pad_left), zero outside the input.
 inline void pad_input(const Conv2dPlan& p, const PackedConvWeights& pw, const float* xg, float* padded, std::int64_t y0,
                       std::int64_t y1) {
-  const std::int64_t left = std::min(p.pad_left, pw.wp), cols = std::clamp<std::int64_t>(pw.wp - left, 0, p.w);
   for (std::int64_t c = 0; c < p.cg; ++c)
-    for (std::int64_t yy = y0; yy < y1; ++yy) {
-      float* row = padded + (c * pw.hp + yy) * pw.wp;
-      const std::int64_t iy = yy - p.pad_top;
-      if (iy < 0 || iy >= p.h) {
-        std::fill_n(row, pw.wp, 0.0f);
-        continue;
+    for (std::int64_t py = 0; py < pw.sh; ++py)
+      for (std::int64_t px = 0; px < pw.sw; ++px) {
+        const std::int64_t shift = px - p.pad_left;
+        const ValidRange vx = valid_outputs(pw.wp, pw.sw, shift, p.w);  // the columns inside the input
+        float* plane = padded + ((c * pw.sh + py) * pw.sw + px) * pw.hp * pw.wp;
+        for (std::int64_t i = y0; i < y1; ++i) {
+          float* row = plane + i * pw.wp;
+          const std::int64_t iy = i * pw.sh + py - p.pad_top;
+          if (iy < 0 || iy >= p.h || vx.begin >= vx.end) {
+            std::fill_n(row, pw.wp, 0.0f);
+            continue;
+          }
+          const float* src = xg + (c * p.h + iy) * p.w;
+          std::fill_n(row, vx.begin, 0.0f);
+          if (pw.sw == 1) {
+            std::copy_n(src + vx.begin + shift, vx.end - vx.begin, row + vx.begin);
+          } else {
+            for (std::int64_t j = vx.begin; j < vx.end; ++j) row[j] = src[j * pw.sw + shift];
+          }
+          std::fill(row + vx.end, row + pw.wp, 0.0f);
+        }
       }
-      std::fill_n(row, left, 0.0f);
-      std::copy_n(xg + (c * p.h + iy) * p.w, cols, row + left);
-      std::fill(row + left + cols, row + pw.wp, 0.0f);
-    }
-  if (y1 == pw.hp) std::fill(padded + p.cg * pw.hp * pw.wp, padded + pw.padded_floats(), 0.0f);
+  if (y1 == pw.hp) std::fill(padded + pw.planes * pw.hp * pw.wp, padded + pw.padded_floats(), 0.0f);
 }
 
 /// GEMM columns [i0, i0 + n) (output positions, over the padded width when implicit) and output
