@@ -285,6 +285,13 @@ def conv_blocked_cases():
         "phases_2x1": dict(x=(1, 6, 11, 32), w=(32, 6, 3, 3), attrs={"pads": [1, 1, 1, 1], "strides": [2, 1]}),
         "phases_stride3": dict(x=(1, 4, 26, 50), w=(20, 4, 5, 5), attrs={"pads": [2, 2, 1, 2], "strides": [3, 3]},
                                bias=True),
+        # Turned-around products that read the padded input (or a 1x1 convolution's input) in place, a
+        # row of output positions per tile: rows longer than a tile (AVX-512's 12 rows, SSE's and AVX2's
+        # 6), channels that end inside a panel, stride 2, a 1x1 convolution; each splits at 2 threads.
+        "direct_rows_avx512": dict(x=(1, 40, 3, 20), w=(72, 40, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True),
+        "direct_rows_sse": dict(x=(1, 40, 2, 7), w=(60, 40, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True),
+        "direct_pointwise": dict(x=(1, 256, 2, 5), w=(104, 256, 1, 1), attrs={}, bias=True),
+        "direct_strided": dict(x=(1, 32, 9, 13), w=(48, 32, 3, 3), attrs={"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]

@@ -365,6 +365,9 @@ struct PackedConvWeights {
   /// (py, px) holding the padded input's rows py + i * sh and columns px + j * sw (one phase at
   /// stride 1). Per row k of X (ci, ky, kx), k_offset[k] is the offset of its first element.
   bool implicit = false;
+  /// Transposed runs whose Xᵀ the GEMM reads in place (sgemm::OffsetBlock), one output row at a
+  /// time: from the padded input as implicit runs lay it out, or a 1x1 convolution's input itself.
+  bool direct = false;
   std::int64_t hp = 0, wp = 0, sh = 1, sw = 1;
   std::int64_t planes = 0;  ///< cg * sh * sw
   std::vector<std::int64_t> k_offset;
@@ -379,7 +382,7 @@ struct PackedConvWeights {
   [[nodiscard]] const float* group(std::int64_t g) const noexcept { return a.data() + g * group_floats(); }
   /// Transposed runs: floats of X^T packed and of Y^T [positions, og].
   [[nodiscard]] std::int64_t packed_x_floats() const noexcept {
-    return transposed ? round16(sgemm::packed_floats(positions, kdim)) : 0;
+    return transposed && !direct ? round16(sgemm::packed_floats(positions, kdim)) : 0;
   }
   [[nodiscard]] std::int64_t yt_floats() const noexcept { return transposed ? round16(positions * og) : 0; }
   /// Floats of the X tile a part fills: im2col [kdim, cols]; the result tile [og, cols] when
@@ -394,7 +397,7 @@ struct PackedConvWeights {
   /// whole panels (the furthest read is the largest row offset plus the positions rounded up to a
   /// panel, past the planes' end when the last phase's taps start in its first rows).
   [[nodiscard]] std::int64_t padded_floats() const noexcept {
-    if (!implicit) return 0;
+    if (!implicit && !(direct && !pointwise)) return 0;
     const std::int64_t furthest = *std::max_element(k_offset.begin(), k_offset.end());
     return round16(std::max(planes * hp * wp, furthest + (positions + sgemm::kNr - 1) / sgemm::kNr * sgemm::kNr));
   }
@@ -441,10 +444,13 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   const bool every_phase =
       (sh == 1 || (p.dilation_h == 1 && p.kh >= sh)) && (sw == 1 || (p.dilation_w == 1 && p.kw >= sw));
   pw->positions = plane;
-  if (!pw->split_rows && !pw->transposed && every_phase && !conv_is_pointwise(p) && 4 * wp <= 5 * p.ow) {
-    pw->implicit = true;
+  // Transposed runs read in place whenever the padded input serves (a row block is one output row,
+  // so the padded width wastes nothing).
+  pw->implicit = !pw->split_rows && !pw->transposed && every_phase && !pw->pointwise && 4 * wp <= 5 * p.ow;
+  pw->direct = pw->transposed && (every_phase || pw->pointwise);
+  if (pw->implicit || pw->direct) {
     pw->hp = hp, pw->wp = wp, pw->sh = sh, pw->sw = sw, pw->planes = p.cg * sh * sw;
-    pw->positions = p.oh * wp;
+    if (pw->implicit) pw->positions = p.oh * wp;
     pw->k_offset.resize(static_cast<std::size_t>(kdim));
     for (std::int64_t r = 0; r < kdim; ++r) {
       const std::int64_t kx = r % p.kw, ky = (r / p.kw) % p.kh, ci = r / (p.kw * p.kh);
@@ -563,7 +569,11 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
       const float* xg = x + (n * p.c + g * p.cg) * plane_in;
       const float* wg = pw.group(g);
       float* yg = y + (n * p.o + g * p.og) * plane;
-      if (pw.implicit) {
+      if (pw.direct && !pointwise) {
+        // Every part reads all of the padded input: it is padded in bands of rows, as below.
+        parallel_ranges(pool, pw.hp, work_grain(pw.planes * pw.wp),
+                        [&](std::int64_t y0, std::int64_t y1) { pad_input(p, pw, xg, padded, y0, y1); });
+      } else if (pw.implicit) {
         // Part q pads the rows from the first its tiles read to the first the next part's read, so
         // it reads the input rows its own core wrote (the kernels before split large planes in
         // bands of rows too).
@@ -575,6 +585,39 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
         });
       }
       const Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain};
+      const std::int64_t panels = (p.og + sgemm::kNr - 1) / sgemm::kNr;
+      // Output channels [j0, j1) of a transposed run: Y^T's columns out of yt into the output, and
+      // the epilogue.
+      const auto finish_columns = [&](std::int64_t j0, std::int64_t j1) {
+        for (std::int64_t o = j0; o < j1; ++o)
+          for (std::int64_t q = 0; q < plane; ++q) yg[o * plane + q] = yt[q * p.og + o];
+        if (!eg.empty()) apply_epilogue(eg, BiasAlong::rows, yg, plane, j0, j1, 0, plane);
+      };
+      if (pw.direct) {
+        // Y^T[plane, og] = X^T W_g^T with X^T read in place: the rows of a tile are the positions
+        // [ox, ox + kMr) of one output row, at depth step k the padded input (or the input) at
+        // k_offset[k] + oy * wp + ox. No packing; each part a range of channel panels, each panel
+        // streamed once from the packed weights, depth block by depth block, over every row.
+        const float* base = pointwise ? xg : padded;
+        const auto run_part = [&](std::int64_t part) {
+          const std::int64_t jp0 = panels * part / pw.parts, jp1 = panels * (part + 1) / pw.parts;
+          if (jp0 >= jp1) return;
+          for (std::int64_t jp = jp0; jp < jp1; ++jp) {
+            const sgemm::PanelRows wt{wg, pw.kdim};
+            const std::int64_t j = jp * sgemm::kNr, cols = std::min(sgemm::kNr, p.og - j);
+            for (std::int64_t k0 = 0; k0 < pw.kdim; k0 += sgemm::kDepth) {
+              const std::int64_t kc = std::min(sgemm::kDepth, pw.kdim - k0);
+              for (std::int64_t oy = 0; oy < p.oh; ++oy)
+                for (std::int64_t ox = 0; ox < p.ow; ox += mr)
+                  sgemm::exact_rows(sgemm::OffsetBlock{base + oy * pw.wp + ox, pw.k_offset.data()}, wt, j, k0, kc,
+                                    yt + (oy * p.ow + ox) * p.og + j, p.og, k0 > 0, std::min(mr, p.ow - ox), cols);
+            }
+          }
+          finish_columns(jp0 * sgemm::kNr, std::min(p.og, jp1 * sgemm::kNr));
+        };
+        run_parts(pool, pw.parts, run_part);
+        continue;
+      }
       if (pw.transposed) {
         // Y^T[plane, og] = X^T W_g^T, X^T packed once (im2col'd row by row straight into sgemm's
         // A layout, the threads splitting the rows); each part a range of channel panels, which it
@@ -594,16 +637,13 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
           parallel_ranges(pool, pw.kdim, work_grain(plane), pack_x);
         else
           pack_x(0, pw.kdim);
-        const std::int64_t panels = (p.og + sgemm::kNr - 1) / sgemm::kNr;
         const auto run_part = [&](std::int64_t part) {
           const std::int64_t j0 = panels * part / pw.parts * sgemm::kNr;
           const std::int64_t j1 = std::min(p.og, panels * (part + 1) / pw.parts * sgemm::kNr);
           if (j0 >= j1) return;
           sgemm::multiply(packed_x, pw.kdim, sgemm::PanelRows{wg + j0 * pw.kdim, pw.kdim}, j1 - j0, yt + j0, p.og, 0,
                           plane, false, nullptr, true);
-          for (std::int64_t o = j0; o < j1; ++o)
-            for (std::int64_t q = 0; q < plane; ++q) yg[o * plane + q] = yt[q * p.og + o];
-          if (!eg.empty()) apply_epilogue(eg, BiasAlong::rows, yg, plane, j0, j1, 0, plane);
+          finish_columns(j0, j1);
         };
         run_parts(pool, pw.parts, run_part);
         continue;

@@ -1,6 +1,7 @@
 // rml's own f32 GEMM for products with one packed operand: C[rows, cols] = A[rows, depth] B[depth, cols].
 // A is packed in blocks of kMr rows, depth-major inside a block, so the micro-kernel broadcasts its
-// kMr values of one depth step from one cache line; B is read in place, kNr floats of a row at a time,
+// kMr values of one depth step from one cache line (or, for a convolution's turned-around product,
+// read in place where a block's rows lie side by side at every depth step); B is read in place, kNr floats of a row at a time,
 // through an accessor that gives the address of row k (a strided matrix, or rows at arbitrary
 // offsets as a stride-1 convolution reads its padded input). The micro-kernel keeps a kMr x kNr tile
 // of C in registers: 2 x kMr accumulators of one SIMD packet each, two packet loads of B and kMr
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -116,10 +118,27 @@ inline void pack_a_row(const float* a, std::int64_t rows, std::int64_t depth, st
   }
 }
 
-/// C[0..MR, 0..kNr) (+)= A block (MR of its kMr rows, depth steps [k0, k0 + kc)) times B's rows
-/// [k0, k0 + kc) from column `col`. Stores rows [0, rows) and columns [0, cols) of the tile.
-template <int MR, typename Rows>
-inline void micro_tile(const float* a, const Rows& b, std::int64_t col, std::int64_t k0, std::int64_t kc, float* c,
+// A is read through an accessor too: at(k) is the address of the row block's value in row 0 at depth
+// step k, and its rows follow contiguously.
+
+/// A packed by pack_a: one block of kMr rows, depth-major.
+struct PackedBlock {
+  const float* base;
+  [[nodiscard]] const float* at(std::int64_t k) const noexcept { return base + k * kMr; }
+};
+
+/// A read in place: depth step k's rows at `base + offset[k]`, as a convolution's taps read a
+/// padded input at a constant offset per step (rows are consecutive output positions).
+struct OffsetBlock {
+  const float* base;
+  const std::int64_t* offset;
+  [[nodiscard]] const float* at(std::int64_t k) const noexcept { return base + offset[k]; }
+};
+
+/// C[0..MR, 0..kNr) (+)= A block (MR rows, depth steps [k0, k0 + kc)) times B's rows [k0, k0 + kc)
+/// from column `col`. Stores rows [0, rows) and columns [0, cols) of the tile.
+template <int MR, typename Block, typename Rows>
+inline void micro_tile(const Block& a, const Rows& b, std::int64_t col, std::int64_t k0, std::int64_t kc, float* c,
                        std::int64_t ldc, bool accumulate, std::int64_t rows, std::int64_t cols) {
   using Eigen::internal::padd;
   using Eigen::internal::ploadu;
@@ -129,13 +148,13 @@ inline void micro_tile(const float* a, const Rows& b, std::int64_t col, std::int
   Packet lo[MR], hi[MR];
   RML_UNROLL
   for (int r = 0; r < MR; ++r) lo[r] = hi[r] = pset1<Packet>(0.0f);
-  a += k0 * kMr;
-  for (std::int64_t k = k0; k < k0 + kc; ++k, a += kMr) {
+  for (std::int64_t k = k0; k < k0 + kc; ++k) {
+    const float* ak = a.at(k);
     const float* bk = b.at(k, col);
     const Packet b0 = ploadu<Packet>(bk), b1 = ploadu<Packet>(bk + kLanes);
     RML_UNROLL
     for (int r = 0; r < MR; ++r) {
-      const Packet ar = pset1<Packet>(a[r]);
+      const Packet ar = pset1<Packet>(ak[r]);
       lo[r] = pmadd(ar, b0, lo[r]);
       hi[r] = pmadd(ar, b1, hi[r]);
     }
@@ -167,9 +186,10 @@ inline void micro_tile(const float* a, const Rows& b, std::int64_t col, std::int
   }
 }
 
-/// One row block of kMr rows, `rows` of them valid: a tile with as few register rows as cover them.
-template <typename Rows>
-inline void row_block(const float* a, const Rows& b, std::int64_t col, std::int64_t k0, std::int64_t kc, float* c,
+/// One row block of kMr packed rows, `rows` of them valid: a tile with as few register rows as
+/// cover them (the packed block is zero past them).
+template <typename Block, typename Rows>
+inline void row_block(const Block& a, const Rows& b, std::int64_t col, std::int64_t k0, std::int64_t kc, float* c,
                       std::int64_t ldc, bool accumulate, std::int64_t rows, std::int64_t cols) {
   if (rows > 8)
     micro_tile<kMr>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols);
@@ -181,6 +201,35 @@ inline void row_block(const float* a, const Rows& b, std::int64_t col, std::int6
     micro_tile<2>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols);
   else
     micro_tile<1>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols);
+}
+
+/// A tile of exactly `rows` (1..kMr) register rows, for an A read in place, which holds no values
+/// past its rows: C[0..rows, 0..cols) (+)= A's rows times B's whole panel at column `col` (B
+/// readable in whole panels).
+template <typename Block, typename Rows>
+inline void exact_rows(const Block& a, const Rows& b, std::int64_t col, std::int64_t k0, std::int64_t kc, float* c,
+                       std::int64_t ldc, bool accumulate, std::int64_t rows, std::int64_t cols) {
+  const auto tile = [&]<int MR>(std::integral_constant<int, MR>) {
+    micro_tile<MR>(a, b, col, k0, kc, c, ldc, accumulate, MR, cols);
+  };
+  switch (rows) {
+    case 1: return tile(std::integral_constant<int, 1>{});
+    case 2: return tile(std::integral_constant<int, 2>{});
+    case 3: return tile(std::integral_constant<int, 3>{});
+    case 4: return tile(std::integral_constant<int, 4>{});
+    case 5: return tile(std::integral_constant<int, 5>{});
+#if !defined(EIGEN_VECTORIZE_AVX512) && !defined(EIGEN_VECTORIZE_NEON)
+    default: return tile(std::integral_constant<int, 6>{});
+#else
+    case 6: return tile(std::integral_constant<int, 6>{});
+    case 7: return tile(std::integral_constant<int, 7>{});
+    case 8: return tile(std::integral_constant<int, 8>{});
+    case 9: return tile(std::integral_constant<int, 9>{});
+    case 10: return tile(std::integral_constant<int, 10>{});
+    case 11: return tile(std::integral_constant<int, 11>{});
+    default: return tile(std::integral_constant<int, 12>{});
+#endif
+  }
 }
 
 /// Floats of scratch `multiply` needs for a partial last panel of B.
@@ -220,10 +269,10 @@ void multiply(const float* a, std::int64_t depth, const Rows& b, std::int64_t co
       float* cb = c + rb * ldc + j;
       const std::int64_t valid = std::min(kMr, r1 - rb);
       if (j < whole) {
-        row_block(ab, b, j, k0, kc, cb, ldc, k0 > 0, valid, b_padded ? kNr : std::min(kNr, cols - j));
+        row_block(PackedBlock{ab}, b, j, k0, kc, cb, ldc, k0 > 0, valid, b_padded ? kNr : std::min(kNr, cols - j));
       } else {
         // The copied panel holds depth steps [k0, k0 + kc) from its row 0: A from the same step.
-        row_block(ab + k0 * kMr, StridedRows{panel, kNr}, 0, 0, kc, cb, ldc, k0 > 0, valid, cols - j);
+        row_block(PackedBlock{ab + k0 * kMr}, StridedRows{panel, kNr}, 0, 0, kc, cb, ldc, k0 > 0, valid, cols - j);
       }
     };
     if (kc * cols * static_cast<std::int64_t>(sizeof(float)) <= kResidentBytes) {
