@@ -292,6 +292,15 @@ def conv_blocked_cases():
         "direct_rows_sse": dict(x=(1, 40, 2, 7), w=(60, 40, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True),
         "direct_pointwise": dict(x=(1, 256, 2, 5), w=(104, 256, 1, 1), attrs={}, bias=True),
         "direct_strided": dict(x=(1, 32, 9, 13), w=(48, 32, 3, 3), attrs={"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        # Depthwise on short rows, 16 channels interleaved: rows whose positions fill whole SIMD transposes
+        # and a last one that overlaps (21 = 16 + 5, 2 x 8 + 5, 5 x 4 + 1), a 5x5 stride 2, a dilated
+        # kernel over 16 + 4 channels.
+        "depthwise_lanes_blocks": dict(x=(1, 48, 21, 21), w=(48, 1, 3, 3), attrs={"groups": 48, "pads": [1, 1, 1, 1]},
+                                       bias=True),
+        "depthwise_lanes_s2_5x5": dict(x=(1, 32, 30, 38), w=(32, 1, 5, 5),
+                                       attrs={"groups": 32, "pads": [2, 2, 2, 2], "strides": [2, 2]}, bias=True),
+        "depthwise_lanes_dilated": dict(x=(2, 20, 23, 25), w=(20, 1, 3, 3),
+                                        attrs={"groups": 20, "pads": [2, 1, 2, 3], "dilations": [2, 2]}),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]

@@ -293,46 +293,113 @@ inline std::size_t conv_scratch_bytes(const Conv2dPlan& p, int threads) noexcept
 }
 
 /// Channels [c0, c0 + lanes) of one image (x and y point at channel c0's planes; w at its weights).
-/// `Full` is lanes == kLanes, so the gathers and scatters have a constant trip count.
+/// `Full` is lanes == kLanes: the interleaving into the padded copy and out of it runs as SIMD
+/// transposes of packet-square blocks (Eigen's ptranspose), else element by element.
 template <bool Full>
 void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const float* bias, std::int64_t lanes,
                      float* y) {
+  using Eigen::internal::pload;
+  using Eigen::internal::ploadu;
+  using Eigen::internal::pmadd;
+  using Eigen::internal::pstore;
+  using Eigen::internal::pstoreu;
+  using Packet = Eigen::internal::packet_traits<float>::type;
   constexpr std::int64_t L = DepthwiseLanes::kLanes;
+  constexpr int PS = Eigen::internal::unpacket_traits<Packet>::size;
+  constexpr int NP = static_cast<int>(L) / PS;  // packets per position
+  static_assert(L % PS == 0);
   const std::int64_t n = Full ? L : lanes;
   const std::int64_t hp = padded_extent_h(p), wp = padded_extent_w(p), taps = p.kh * p.kw;
   const std::int64_t plane_in = p.h * p.w, plane_out = p.oh * p.ow;
   alignas(64) float padded[DepthwiseLanes::kMaxPadded * L];
   alignas(64) float wt[49 * L] = {};
   alignas(64) float b[L] = {};
+  alignas(64) float row_out[2 * L * L];  // one output row, [ox][lane] (suits: ow < 2 * kLanes)
   for (std::int64_t t = 0; t < taps; ++t)
     for (std::int64_t l = 0; l < n; ++l) wt[t * L + l] = w[l * taps + t];
   if (bias)
     for (std::int64_t l = 0; l < n; ++l) b[l] = bias[l];
-  std::fill_n(padded, hp * wp * L, 0.0f);
-  const std::int64_t y0 = std::max<std::int64_t>(p.pad_top, 0), y1 = std::min(hp, p.h + p.pad_top);
-  const std::int64_t x0 = std::max<std::int64_t>(p.pad_left, 0), x1 = std::min(wp, p.w + p.pad_left);
+  // In: input row iy of the n channels into padded row iy + pad_top, [position][lane]; only the
+  // border (and the lanes past n) is zeroed.
+  const std::int64_t y0 = std::max<std::int64_t>(p.pad_top, 0), y1 = std::max(y0, std::min(hp, p.h + p.pad_top));
+  const std::int64_t x0 = std::min(std::max<std::int64_t>(p.pad_left, 0), wp);
+  const std::int64_t x1 = std::max(x0, std::min(wp, p.w + p.pad_left));
+  std::fill_n(padded, y0 * wp * L, 0.0f);
+  std::fill(padded + y1 * wp * L, padded + hp * wp * L, 0.0f);
   for (std::int64_t yy = y0; yy < y1; ++yy) {
-    for (std::int64_t xx = x0; xx < x1; ++xx) {
-      const float* src = x + (yy - p.pad_top) * p.w + (xx - p.pad_left);
-      float* dst = padded + (yy * wp + xx) * L;
-      for (std::int64_t l = 0; l < n; ++l) dst[l] = src[l * plane_in];
+    const float* src = x + (yy - p.pad_top) * p.w + (x0 - p.pad_left);  // channel 0, column x0
+    float* dst = padded + (yy * wp + x0) * L;
+    const std::int64_t count = x1 - x0;
+    std::fill_n(padded + yy * wp * L, x0 * L, 0.0f);
+    std::fill(dst + count * L, padded + (yy + 1) * wp * L, 0.0f);
+    if constexpr (Full) {
+      // Blocks of PS positions, the last one overlapping the one before when PS does not divide
+      // the row (it writes the same values again).
+      const auto block_at = [&](std::int64_t i) {
+        for (int cb = 0; cb < NP; ++cb) {
+          Eigen::internal::PacketBlock<Packet, PS> block;
+          for (int r = 0; r < PS; ++r) block.packet[r] = ploadu<Packet>(src + (cb * PS + r) * plane_in + i);
+          Eigen::internal::ptranspose(block);
+          for (int r = 0; r < PS; ++r) pstore(dst + (i + r) * L + cb * PS, block.packet[r]);
+        }
+      };
+      if (count >= PS) {
+        for (std::int64_t i = 0; i + PS <= count; i += PS) block_at(i);
+        if (count % PS) block_at(count - PS);
+        continue;
+      }
+    }
+    for (std::int64_t i = 0; i < count; ++i) {
+      for (std::int64_t l = 0; l < n; ++l) dst[i * L + l] = src[l * plane_in + i];
+      for (std::int64_t l = n; l < L; ++l) dst[i * L + l] = 0.0f;
     }
   }
-  for (std::int64_t oy = 0; oy < p.oh; ++oy) {
-    for (std::int64_t ox = 0; ox < p.ow; ++ox) {
-      float acc[L];
-      for (std::int64_t l = 0; l < L; ++l) acc[l] = b[l];
-      for (std::int64_t ky = 0; ky < p.kh; ++ky) {
-        const float* row = padded + ((oy * p.stride_h + ky * p.dilation_h) * wp + ox * p.stride_w) * L;
-        for (std::int64_t kx = 0; kx < p.kw; ++kx) {
-          const float* src = row + kx * p.dilation_w * L;
-          const float* wk = wt + (ky * p.kw + kx) * L;
-          for (std::int64_t l = 0; l < L; ++l) acc[l] += wk[l] * src[l];
+  // Positions [ox, ox + B) of output row oy into row_out: B independent sums per packet, so the
+  // multiply-adds of one tap do not wait on each other.
+  const auto run = [&]<int B>(std::integral_constant<int, B>, std::int64_t oy, std::int64_t ox) {
+    Packet acc[B][NP];
+    for (int q = 0; q < NP; ++q) {
+      const Packet bq = pload<Packet>(b + q * PS);
+      for (int k = 0; k < B; ++k) acc[k][q] = bq;
+    }
+    for (std::int64_t ky = 0; ky < p.kh; ++ky) {
+      const float* row = padded + ((oy * p.stride_h + ky * p.dilation_h) * wp + ox * p.stride_w) * L;
+      for (std::int64_t kx = 0; kx < p.kw; ++kx) {
+        const float* tap = row + kx * p.dilation_w * L;
+        const float* wk = wt + (ky * p.kw + kx) * L;
+        for (int q = 0; q < NP; ++q) {
+          const Packet wq = pload<Packet>(wk + q * PS);
+          for (int k = 0; k < B; ++k) acc[k][q] = pmadd(wq, pload<Packet>(tap + k * p.stride_w * L + q * PS), acc[k][q]);
         }
       }
-      float* out = y + oy * p.ow + ox;
-      for (std::int64_t l = 0; l < n; ++l) out[l * plane_out] = acc[l];
     }
+    for (int k = 0; k < B; ++k)
+      for (int q = 0; q < NP; ++q) pstore(row_out + (ox + k) * L + q * PS, acc[k][q]);
+  };
+  constexpr int kBlock = NP >= 8 ? 1 : 8 / NP;  // eight accumulators
+  for (std::int64_t oy = 0; oy < p.oh; ++oy) {
+    std::int64_t ox = 0;
+    for (; ox + kBlock <= p.ow; ox += kBlock) run(std::integral_constant<int, kBlock>{}, oy, ox);
+    for (; ox < p.ow; ++ox) run(std::integral_constant<int, 1>{}, oy, ox);
+    // Out: row_out [ox][lane] into the n output planes' row oy.
+    float* out = y + oy * p.ow;
+    if constexpr (Full) {
+      const auto block_at = [&](std::int64_t i) {
+        for (int cb = 0; cb < NP; ++cb) {
+          Eigen::internal::PacketBlock<Packet, PS> block;
+          for (int r = 0; r < PS; ++r) block.packet[r] = pload<Packet>(row_out + (i + r) * L + cb * PS);
+          Eigen::internal::ptranspose(block);
+          for (int r = 0; r < PS; ++r) pstoreu(out + (cb * PS + r) * plane_out + i, block.packet[r]);
+        }
+      };
+      if (p.ow >= PS) {
+        for (std::int64_t i = 0; i + PS <= p.ow; i += PS) block_at(i);
+        if (p.ow % PS) block_at(p.ow - PS);
+        continue;
+      }
+    }
+    for (std::int64_t i = 0; i < p.ow; ++i)
+      for (std::int64_t l = 0; l < n; ++l) out[l * plane_out + i] = row_out[i * L + l];
   }
 }
 
