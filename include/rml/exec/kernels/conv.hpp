@@ -292,6 +292,12 @@ inline std::size_t conv_scratch_bytes(const Conv2dPlan& p, int threads) noexcept
   return static_cast<std::size_t>(p.cg * p.kh * p.kw * tile * tiles) * sizeof(float);
 }
 
+// Eigen's packet types carry alignment attributes that GCC drops (and warns of) when one is a class
+// template's argument, as PacketBlock's; the attributes do not matter there.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+#endif
 /// Channels [c0, c0 + lanes) of one image (x and y point at channel c0's planes; w at its weights).
 /// `Full` is lanes == kLanes: the interleaving into the padded copy and out of it runs as SIMD
 /// transposes of packet-square blocks (Eigen's ptranspose), else element by element.
@@ -305,7 +311,7 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
   using Eigen::internal::pstoreu;
   using Packet = Eigen::internal::packet_traits<float>::type;
   constexpr std::int64_t L = DepthwiseLanes::kLanes;
-  constexpr int PS = Eigen::internal::unpacket_traits<Packet>::size;
+  constexpr int PS = static_cast<int>(sgemm::kLanes);
   constexpr int NP = static_cast<int>(L) / PS;  // packets per position
   static_assert(L % PS == 0);
   const std::int64_t n = Full ? L : lanes;
@@ -402,6 +408,9 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
       for (std::int64_t l = 0; l < n; ++l) out[l * plane_out + i] = row_out[i * L + l];
   }
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 // Pre-packed convolution for constant weights (every conv2d but depthwise ones). Per group and
 // image, row-major Y[og, plane] = W[og, kdim] X[kdim, plane] through rml's GEMM (kernels/sgemm.hpp):
