@@ -271,9 +271,11 @@ class Executor {
       const ThreadPool* pool = s.serial ? nullptr : pool_.get();
       for (std::size_t i = 0; i < s.inputs.size(); ++i) ws->in_ptrs[i] = ptrs[s.inputs[i]];
       std::byte* out = ptrs[s.output];
-      detail::Epilogue epi{s.bias >= 0 ? reinterpret_cast<const float*>(ptrs[s.bias]) : nullptr, s.chain};
+      detail::Epilogue epi{s.bias >= 0 ? reinterpret_cast<const float*>(ptrs[s.bias]) : nullptr, s.chain,
+                           s.residual >= 0 ? reinterpret_cast<const float*>(ptrs[s.residual]) : nullptr};
+      // A fused bias or residual is the step's last input, not the kernel's.
       const detail::KernelArgs args{
-          std::span<const std::byte* const>(ws->in_ptrs.data(), s.inputs.size() - (s.bias >= 0)),
+          std::span<const std::byte* const>(ws->in_ptrs.data(), s.inputs.size() - (s.bias >= 0) - (s.residual >= 0)),
           std::span<std::byte* const>(&out, 1),
           pool,
           arena + s.scratch_offset,

@@ -301,6 +301,19 @@ def conv_blocked_cases():
                                        attrs={"groups": 32, "pads": [2, 2, 2, 2], "strides": [2, 2]}, bias=True),
         "depthwise_lanes_dilated": dict(x=(2, 20, 23, 25), w=(20, 1, 3, 3),
                                         attrs={"groups": 20, "pads": [2, 1, 2, 3], "dilations": [2, 2]}),
+        # A residual add between the convolution and the relu, fused into the epilogue (a second input
+        # of the output's shape; "left" puts it first in the add): over position tiles of the padded
+        # input, a small plane (turned around with AVX-512 and AVX2), a 1x1 convolution, a strided 1x1
+        # (im2col), two images; and a residual that broadcasts along channels, which stays an add.
+        "residual_tiles": dict(x=(1, 24, 18, 18), w=(24, 24, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True,
+                               residual="right"),
+        "residual_small_plane": dict(x=(1, 64, 5, 5), w=(72, 64, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True,
+                                     residual="left"),
+        "residual_pointwise": dict(x=(2, 32, 10, 10), w=(40, 32, 1, 1), attrs={}, residual="right"),
+        "residual_strided": dict(x=(1, 16, 12, 12), w=(32, 16, 1, 1), attrs={"strides": [2, 2]}, bias=True,
+                                 residual="left"),
+        "residual_broadcast": dict(x=(1, 24, 18, 18), w=(24, 24, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True,
+                                   residual="channel"),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]
@@ -312,6 +325,12 @@ def conv_blocked_cases():
         c = Case("conv2d_blocked_" + name, tol_k(k))
         ids = [c.input(x, "x"), c.const(w)] + ([c.const(bias)] if bias is not None else [])
         conv = c.node("conv2d", ids, f32(y), attrs or None)
+        side = spec.get("residual")
+        if side:
+            res = f32(r.standard_normal((1, y.shape[1], 1, 1) if side == "channel" else y.shape))
+            y = y + res.astype(np.float64)
+            ri = c.input(res, "r")
+            conv = c.node("add", [ri, conv] if side == "left" else [conv, ri], f32(y))
         c.output(c.node("relu", [conv], f32(np.maximum(y, 0))))  # fused into the conv's epilogue
         c.write()
 
@@ -330,6 +349,9 @@ def winograd_cases():
         "asym_pad": dict(x=(1, 52, 14, 13), w=(49, 52), pads=[0, 2, 1, 1], bias=True, act="relu6"),
         "split": dict(x=(2, 49, 22, 20), w=(50, 49), pads=[1, 1, 1, 1], bias=True, act="relu"),
         "chunks": dict(x=(2, 48, 24, 26), w=(48, 48), pads=[1, 1, 1, 1]),
+        # A residual add before the activation, fused into the output transform's epilogue.
+        "residual": dict(x=(1, 48, 20, 20), w=(48, 48), pads=[1, 1, 1, 1], bias=True, act="relu", residual="right"),
+        "residual_left": dict(x=(2, 48, 13, 11), w=(56, 48), pads=[1, 1, 1, 1], act="relu", residual="left"),
     }
     for name, spec in cases.items():
         o, ci = spec["w"]
@@ -339,6 +361,12 @@ def winograd_cases():
         c = Case("conv2d_winograd_" + name, tol_k(ci * 9))
         ids = [c.input(x, "x"), c.const(w)] + ([c.const(bias)] if bias is not None else [])
         out = c.node("conv2d", ids, f32(y), {"pads": spec["pads"]})
+        side = spec.get("residual")
+        if side:
+            res = f32(r.standard_normal(y.shape))
+            y = y + res.astype(np.float64)
+            ri = c.input(res, "r")
+            out = c.node("add", [ri, out] if side == "left" else [out, ri], f32(y))
         act = spec.get("act")
         if act:  # fused into the conv's epilogue
             y = np.maximum(y, 0)

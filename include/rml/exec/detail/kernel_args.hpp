@@ -21,12 +21,14 @@ struct UnaryStep {
   bool scalar_left = false;
 };
 
-/// Work fused into a producer's output: `out = chain(out + bias)`. For matmul the bias is a row
-/// vector (one value per column), for conv2d one value per output channel.
+/// Work fused into a producer's output: `out = chain(out + bias + residual)`. For matmul the bias
+/// is a row vector (one value per column), for conv2d one value per output channel. The residual
+/// (conv2d only) is a tensor laid out as the output, added element by element.
 struct Epilogue {
   const float* bias = nullptr;
   std::span<const UnaryStep> chain;  ///< owned by the executor's step
-  [[nodiscard]] bool empty() const noexcept { return bias == nullptr && chain.empty(); }
+  const float* residual = nullptr;
+  [[nodiscard]] bool empty() const noexcept { return bias == nullptr && chain.empty() && residual == nullptr; }
 };
 
 /// The buffers of one kernel call. Inputs and outputs are in the node's order; `scratch` holds

@@ -33,6 +33,7 @@ struct Step {
   ValueId output = 0;
   std::vector<UnaryStep> chain;  ///< fused unary ops (for a unary step: the whole chain, itself first)
   std::int64_t bias = -1;        ///< value id of a fused bias, or -1
+  std::int64_t residual = -1;    ///< value id of a fused residual add (conv2d), or -1
   std::size_t scratch_offset = 0;
   std::size_t scratch_bytes = 0;
   /// Constant weights packed at create (PackedWeights for matmul, PackedConvWeights for conv2d;

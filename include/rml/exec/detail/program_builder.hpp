@@ -161,6 +161,27 @@ class ProgramBuilder {
     ++s.node_count;
   }
 
+  /// A conv2d over packed f32 weights followed by `add` of a tensor of the output's own type (a
+  /// residual connection) adds it in the epilogue, before any activation that follows. The tensor
+  /// must be defined before the conv; the arena never places the output over it (a step's output
+  /// and inputs are live together).
+  void fuse_residual(Step& s, std::size_t i) {
+    if (s.kernel.dtype != DType::f32 || !s.packed) return;  // the packed f32 paths carry the epilogue
+    auto j = sole_reader(s.output, i);
+    if (!j || compiled_[*j].op != OpCode::Add) return;
+    const NodeDef& add = g_.nodes[*j];
+    if (add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) return;
+    const ValueId other = add.inputs[0] == s.output ? add.inputs[1] : add.inputs[0];
+    if (p_->types[other] != p_->types[s.output] || p_->types[add.outputs[0]] != p_->types[s.output] ||
+        !available_at(other, i))
+      return;
+    s.residual = other;
+    s.inputs.push_back(other);  // read by the step, for liveness
+    s.output = add.outputs[0];
+    absorbed_[*j] = 1;
+    ++s.node_count;
+  }
+
   /// The value of a constant f32 scalar (one element, any rank), or none.
   [[nodiscard]] std::optional<float> scalar_constant(ValueId v) const {
     const TensorType& t = p_->types[v];
@@ -634,6 +655,7 @@ class ProgramBuilder {
         widen_weights_of(s, node);
         pack_conv_weights_of(s, node);
         plan_half_conv_of(s, node);
+        fuse_residual(s, i);
         fuse_unary_chain(s, i);
       } else if (is_binary(op)) {
         fuse_unary_chain(s, i);

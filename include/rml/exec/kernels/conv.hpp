@@ -665,7 +665,8 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
           pad_input(p, pw, xg, padded, first_row(q), first_row(q + 1));
         });
       }
-      const Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain};
+      const Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain,
+                        epi.residual ? epi.residual + (n * p.o + g * p.og) * plane : nullptr};
       const std::int64_t panels = (p.og + sgemm::kNr - 1) / sgemm::kNr;
       // Output channels [j0, j1) of a transposed run: Y^T's columns out of yt into the output, and
       // the epilogue.
@@ -772,6 +773,8 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   Epilogue epi;
   if (p.has_bias) epi.bias = in_ptr<float>(args, 2);
   if (args.epilogue) epi.chain = args.epilogue->chain;
+  // A residual add is fused only into convolutions over packed weights (ProgramBuilder::fuse_residual).
+  if (args.epilogue) epi.residual = args.packed ? args.epilogue->residual : nullptr;
   const std::int64_t plane_in = p.h * p.w, plane_out = p.oh * p.ow, kdim = p.cg * p.kh * p.kw;
 
   if (conv_is_depthwise(p)) {

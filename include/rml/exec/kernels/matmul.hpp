@@ -17,19 +17,21 @@ namespace rml::detail {
 /// Where a GEMM's bias runs along: matmul adds one value per column, conv2d one per row.
 enum class BiasAlong : std::uint8_t { columns, rows };
 
-/// `out = chain(c + bias)` over rows [r0, r1) and columns [c0, c1) of a row-major m x n block.
+/// `out = chain(c + bias + residual)` over rows [r0, r1) and columns [c0, c1) of a row-major m x n
+/// block (the residual, when there is one, at the same offsets from its own base).
 inline void apply_epilogue(const Epilogue& e, BiasAlong along, float* c, std::int64_t ldc, std::int64_t r0,
                            std::int64_t r1, std::int64_t c0, std::int64_t c1) {
   for (std::int64_t r = r0; r < r1; ++r) {
     float* row = c + r * ldc + c0;
     const std::int64_t len = c1 - c0;
+    ArrayMap out(row, len);
     if (e.bias) {
-      ArrayMap out(row, len);
       if (along == BiasAlong::columns)
         out += ConstArrayMap(e.bias + c0, len);
       else
         out += e.bias[r];
     }
+    if (e.residual) out += ConstArrayMap(e.residual + r * ldc + c0, len);
     if (!e.chain.empty()) unary_chain(e.chain, row, row, len);
   }
 }

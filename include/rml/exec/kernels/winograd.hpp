@@ -296,12 +296,19 @@ void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float
       for (std::int64_t j = 0; j < S; ++j) X::template output<L>(in + j * L, S * L, tmp + j * L, S * L);   // columns
       for (std::int64_t i = 0; i < T; ++i) X::template output<L>(tmp + i * S * L, L, out + i * T * L, L);  // rows
       if (epi.bias) ArrayMap(out, T * T * L) += epi.bias[oc];
-      if (!epi.chain.empty()) unary_chain(epi.chain, out, out, T * T * L);
+      // A residual is laid out as the output: it is added, and the chain run, per stored row.
+      if (!epi.chain.empty() && !epi.residual) unary_chain(epi.chain, out, out, T * T * L);
       // Output row i of the group: column T * l + j is out[i][j][l]; its first `cols` are inside.
-      float* dst = y + (grp.image * p.o + oc) * plane + grp.oy * p.ow + grp.ox;
+      const std::int64_t at = (grp.image * p.o + oc) * plane + grp.oy * p.ow + grp.ox;
+      float* dst = y + at;
       for (std::int64_t i = 0; i < rows; ++i) {
         for (std::int64_t j = 0; j < T; ++j)
           for (std::int64_t l = 0; l < L; ++l) row[T * l + j] = out[(i * T + j) * L + l];
+        if (epi.residual) {
+          const float* res = epi.residual + at + i * p.ow;
+          for (std::int64_t j = 0; j < cols; ++j) row[j] += res[j];
+          if (!epi.chain.empty()) unary_chain(epi.chain, row, row, cols);
+        }
         for (std::int64_t j = 0; j < cols; ++j) dst[i * p.ow + j] = row[j];
       }
     }
