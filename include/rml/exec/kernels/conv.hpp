@@ -523,10 +523,12 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   const bool every_phase =
       (sh == 1 || (p.dilation_h == 1 && p.kh >= sh)) && (sw == 1 || (p.dilation_w == 1 && p.kw >= sw));
   pw->positions = plane;
-  // Transposed runs read in place whenever the padded input serves (a row block is one output row,
-  // so the padded width wastes nothing).
+  // Transposed runs read in place whenever the padded input serves (a tile is part of one output
+  // row, so the padded width wastes nothing) and a row holds half a tile's rows at least: a tile of
+  // 2 or 4 rows keeps too few sums in flight (MobileNetV2's 1x1 convolutions on 4x4 planes took 22
+  // -> 29 us that way at 64x64). A 1x1 convolution's plane is one row: its input is contiguous.
   pw->implicit = !pw->split_rows && !pw->transposed && every_phase && !pw->pointwise && 4 * wp <= 5 * p.ow;
-  pw->direct = pw->transposed && (every_phase || pw->pointwise);
+  pw->direct = pw->transposed && (pw->pointwise || (every_phase && 2 * p.ow >= sgemm::kMr));
   if (pw->implicit || pw->direct) {
     pw->hp = hp, pw->wp = wp, pw->sh = sh, pw->sw = sw, pw->planes = p.cg * sh * sw;
     if (pw->implicit) pw->positions = p.oh * wp;
@@ -681,6 +683,8 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
         // k_offset[k] + oy * wp + ox. No packing; each part a range of channel panels, each panel
         // streamed once from the packed weights, depth block by depth block, over every row.
         const float* base = pointwise ? xg : padded;
+        // A 1x1 convolution reads its plane as one row (the input is contiguous); others row by row.
+        const std::int64_t rows = pointwise ? 1 : p.oh, row_len = pointwise ? plane : p.ow;
         const auto run_part = [&](std::int64_t part) {
           const std::int64_t jp0 = panels * part / pw.parts, jp1 = panels * (part + 1) / pw.parts;
           if (jp0 >= jp1) return;
@@ -689,10 +693,11 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
             const std::int64_t j = jp * sgemm::kNr, cols = std::min(sgemm::kNr, p.og - j);
             for (std::int64_t k0 = 0; k0 < pw.kdim; k0 += sgemm::kDepth) {
               const std::int64_t kc = std::min(sgemm::kDepth, pw.kdim - k0);
-              for (std::int64_t oy = 0; oy < p.oh; ++oy)
-                for (std::int64_t ox = 0; ox < p.ow; ox += mr)
+              for (std::int64_t oy = 0; oy < rows; ++oy)
+                for (std::int64_t ox = 0; ox < row_len; ox += mr)
                   sgemm::exact_rows(sgemm::OffsetBlock{base + oy * pw.wp + ox, pw.k_offset.data()}, wt, j, k0, kc,
-                                    yt + (oy * p.ow + ox) * p.og + j, p.og, k0 > 0, std::min(mr, p.ow - ox), cols);
+                                    yt + (oy * row_len + ox) * p.og + j, p.og, k0 > 0, std::min(mr, row_len - ox),
+                                    cols);
             }
           }
           finish_columns(jp0 * sgemm::kNr, std::min(p.og, jp1 * sgemm::kNr));
