@@ -86,14 +86,26 @@ inline void im2col(const Conv2dPlan& p, const float* x, float* col, std::int64_t
   }
 }
 
+/// dst[j] = src[j * stride] for j in [0, n). Strides 1 and 2 run as constant strides, which compilers
+/// vectorise (stride 1 through Eigen: vector copies, not a memcpy call per short row; stride 2 as two
+/// loads and a permute per vector). A store through a computed index instead, which GCC made a
+/// scatter, once took half of a 3x3 stride-2 max pool.
+inline void copy_strided(const float* src, std::int64_t stride, std::int64_t n, float* dst) {
+  if (stride == 1) {
+    Eigen::Map<Eigen::ArrayXf>(dst, n) = Eigen::Map<const Eigen::ArrayXf>(src, n);
+  } else if (stride == 2) {
+    for (std::int64_t j = 0; j < n; ++j) dst[j] = src[2 * j];
+  } else {
+    for (std::int64_t j = 0; j < n; ++j) dst[j] = src[j * stride];
+  }
+}
+
 /// Splits a row into its even and odd columns (column c at c / 2 + (c % 2) * half, half = (w + 1) / 2)
 /// so that a stride-2 tap reads contiguous floats: see split_offset.
 inline void split_row(const float* row, std::int64_t w, float* split) {
-  // Two loops of contiguous stores, which compilers vectorise with shuffles; one loop over c stored
-  // through a computed index, which GCC made a scatter, took half of a 3x3 stride-2 max pool.
   const std::int64_t half = (w + 1) / 2;
-  for (std::int64_t i = 0; i < half; ++i) split[i] = row[2 * i];
-  for (std::int64_t i = 0; i < w / 2; ++i) split[half + i] = row[2 * i + 1];
+  copy_strided(row, 2, half, split);
+  copy_strided(row + 1, 2, w / 2, split + half);
 }
 /// Where input column 2 * ox + shift of a split row is: split[split_offset(shift, w) + ox].
 constexpr std::int64_t split_offset(std::int64_t shift, std::int64_t w) noexcept {
@@ -238,19 +250,8 @@ inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, 
   for (std::int64_t r = r_begin; r < r_end; ++r) {
     const float* src = x + (r - p.pad_top) * p.w;  // padded column c is src[c - pad_left]
     float* dst = padded + r * row_len;
-    if (sw == 1) {  // through Eigen: a loop of vector copies, not a memcpy call per short row
-      const std::int64_t n = hi[0] - lo[0];
-      Eigen::Map<Eigen::ArrayXf>(dst + lo[0], n) = Eigen::Map<const Eigen::ArrayXf>(src + lo[0] - p.pad_left, n);
-    } else if (sw == 2) {  // a constant stride: vectorised as two loads and a permute per vector
-      for (std::int64_t ph = 0; ph < 2; ++ph) {
-        const float* s2 = src + ph - p.pad_left;
-        float* d = dst + ph * lp;
-        for (std::int64_t i = lo[ph]; i < hi[ph]; ++i) d[i] = s2[2 * i];
-      }
-    } else {
-      for (std::int64_t ph = 0; ph < sw; ++ph)
-        for (std::int64_t i = lo[ph]; i < hi[ph]; ++i) dst[ph * lp + i] = src[ph + i * sw - p.pad_left];
-    }
+    for (std::int64_t ph = 0; ph < sw; ++ph)
+      copy_strided(src + ph + lo[ph] * sw - p.pad_left, sw, hi[ph] - lo[ph], dst + ph * lp + lo[ph]);
   }
   // Per kernel column, where its taps start within a padded row (phase, then index).
   std::int64_t tap_offset[DepthwiseRows::kMaxKw];
@@ -292,6 +293,17 @@ inline std::size_t conv_scratch_bytes(const Conv2dPlan& p, int threads) noexcept
   return static_cast<std::size_t>(p.cg * p.kh * p.kw * tile * tiles) * sizeof(float);
 }
 
+/// Calls block(i) at i = 0, B, 2B, ... and, when B does not divide `count`, once more at count - B,
+/// overlapping the block before (blocks that write what their inputs give rewrite the same values).
+/// Returns false, calling nothing, when `count` is under one block.
+template <int B, typename F>
+bool overlapping_blocks(std::int64_t count, const F& block) {
+  if (count < B) return false;
+  for (std::int64_t i = 0; i + B <= count; i += B) block(i);
+  if (count % B) block(count - B);
+  return true;
+}
+
 // Eigen's packet types carry alignment attributes that GCC drops (and warns of) when one is a class
 // template's argument, as PacketBlock's; the attributes do not matter there.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -309,7 +321,7 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
   using Eigen::internal::pmadd;
   using Eigen::internal::pstore;
   using Eigen::internal::pstoreu;
-  using Packet = Eigen::internal::packet_traits<float>::type;
+  using sgemm::Packet;
   constexpr std::int64_t L = DepthwiseLanes::kLanes;
   constexpr int PS = static_cast<int>(sgemm::kLanes);
   constexpr int NP = static_cast<int>(L) / PS;  // packets per position
@@ -339,8 +351,6 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
     std::fill_n(padded + yy * wp * L, x0 * L, 0.0f);
     std::fill(dst + count * L, padded + (yy + 1) * wp * L, 0.0f);
     if constexpr (Full) {
-      // Blocks of PS positions, the last one overlapping the one before when PS does not divide
-      // the row (it writes the same values again).
       const auto block_at = [&](std::int64_t i) {
         for (int cb = 0; cb < NP; ++cb) {
           Eigen::internal::PacketBlock<Packet, PS> block;
@@ -349,11 +359,7 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
           for (int r = 0; r < PS; ++r) pstore(dst + (i + r) * L + cb * PS, block.packet[r]);
         }
       };
-      if (count >= PS) {
-        for (std::int64_t i = 0; i + PS <= count; i += PS) block_at(i);
-        if (count % PS) block_at(count - PS);
-        continue;
-      }
+      if (overlapping_blocks<PS>(count, block_at)) continue;
     }
     for (std::int64_t i = 0; i < count; ++i) {
       for (std::int64_t l = 0; l < n; ++l) dst[i * L + l] = src[l * plane_in + i];
@@ -398,11 +404,7 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
           for (int r = 0; r < PS; ++r) pstoreu(out + (cb * PS + r) * plane_out + i, block.packet[r]);
         }
       };
-      if (p.ow >= PS) {
-        for (std::int64_t i = 0; i + PS <= p.ow; i += PS) block_at(i);
-        if (p.ow % PS) block_at(p.ow - PS);
-        continue;
-      }
+      if (overlapping_blocks<PS>(p.ow, block_at)) continue;
     }
     for (std::int64_t i = 0; i < p.ow; ++i)
       for (std::int64_t l = 0; l < n; ++l) out[l * plane_out + i] = row_out[i * L + l];
@@ -593,13 +595,7 @@ inline void pad_input(const Conv2dPlan& p, const PackedConvWeights& pw, const fl
           }
           const float* src = xg + (c * p.h + iy) * p.w;
           std::fill_n(row, vx.begin, 0.0f);
-          if (pw.sw == 1) {
-            std::copy_n(src + vx.begin + shift, vx.end - vx.begin, row + vx.begin);
-          } else if (pw.sw == 2) {  // a constant stride: two loads and a permute per vector
-            for (std::int64_t j = vx.begin; j < vx.end; ++j) row[j] = src[2 * j + shift];
-          } else {
-            for (std::int64_t j = vx.begin; j < vx.end; ++j) row[j] = src[j * pw.sw + shift];
-          }
+          copy_strided(src + vx.begin * pw.sw + shift, pw.sw, vx.end - vx.begin, row + vx.begin);
           std::fill(row + vx.end, row + pw.wp, 0.0f);
         }
       }
@@ -688,8 +684,8 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
         const auto run_part = [&](std::int64_t part) {
           const std::int64_t jp0 = panels * part / pw.parts, jp1 = panels * (part + 1) / pw.parts;
           if (jp0 >= jp1) return;
+          const sgemm::PanelRows wt{wg, pw.kdim};
           for (std::int64_t jp = jp0; jp < jp1; ++jp) {
-            const sgemm::PanelRows wt{wg, pw.kdim};
             const std::int64_t j = jp * sgemm::kNr, cols = std::min(sgemm::kNr, p.og - j);
             for (std::int64_t k0 = 0; k0 < pw.kdim; k0 += sgemm::kDepth) {
               const std::int64_t kc = std::min(sgemm::kDepth, pw.kdim - k0);
