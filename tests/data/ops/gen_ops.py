@@ -391,6 +391,15 @@ def depthwise_row_cases():
                                     attrs={"groups": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
         # A stride past DepthwiseRows::kMaxStride: row by row through memory (depthwise_plane).
         "plane_stride9": dict(x=(1, 2, 10, 200), k=(3, 3), attrs={"groups": 2, "strides": [1, 9], "pads": [1, 1, 1, 1]}),
+        # The unrolled 3x3 and 5x5 kernels: blocks of 8 rows (the last overlapping the one before), a
+        # plane under one block (row by row), even and odd left pads at stride 2, a stride-2 row too
+        # short for one 16-pair block of the even/odd split.
+        "rows_5x5": dict(x=(1, 3, 13, 40), k=(5, 5), attrs={"groups": 3, "pads": [2, 2, 2, 2]}),
+        "rows_5x5_s2": dict(x=(1, 3, 23, 75), k=(5, 5), attrs={"groups": 3, "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+        "rows_3x3_s2_short": dict(x=(1, 2, 50, 31), k=(3, 3), attrs={"groups": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        "rows_3x3_s2_even_pad": dict(x=(2, 2, 35, 66), k=(3, 3),
+                                     attrs={"groups": 2, "strides": [2, 2], "pads": [0, 0, 1, 1]}),
+        "rows_3x3_s2_few": dict(x=(1, 2, 9, 70), k=(3, 3), attrs={"groups": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]

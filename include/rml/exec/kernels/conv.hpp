@@ -92,7 +92,9 @@ inline void im2col(const Conv2dPlan& p, const float* x, float* col, std::int64_t
 /// scatter, once took half of a 3x3 stride-2 max pool.
 inline void copy_strided(const float* src, std::int64_t stride, std::int64_t n, float* dst) {
   if (stride == 1) {
-    Eigen::Map<Eigen::ArrayXf>(dst, n) = Eigen::Map<const Eigen::ArrayXf>(src, n);
+    // memcpy, not an Eigen assignment: Eigen peels up to 15 scalar stores to align the destination,
+    // and padded copies start one or two floats past a cache line.
+    if (n > 0) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
   } else if (stride == 2) {
     for (std::int64_t j = 0; j < n; ++j) dst[j] = src[2 * j];
   } else {
@@ -100,12 +102,59 @@ inline void copy_strided(const float* src, std::int64_t stride, std::int64_t n, 
   }
 }
 
+/// Calls block(i) at i = 0, B, 2B, ... and, when B does not divide `count`, once more at count - B,
+/// overlapping the block before (blocks that write what their inputs give rewrite the same values).
+/// Returns false, calling nothing, when `count` is under one block.
+template <int B, typename F>
+bool overlapping_blocks(std::int64_t count, const F& block) {
+  if (count < B) return false;
+  for (std::int64_t i = 0; i + B <= count; i += B) block(i);
+  if (count % B) block(count - B);
+  return true;
+}
+
+/// The even and odd floats of src[0, 32): two loads, two shuffles and two stores where the compiler
+/// has vector extensions (GCC 12 and Clang), a scalar loop otherwise.
+inline void deinterleave16(const float* src, float* even, float* odd) {
+#if defined(__GNUC__) && (defined(__clang__) || __GNUC__ >= 12)
+  using V = float __attribute__((vector_size(64)));
+  V a, b;
+  std::memcpy(&a, src, sizeof a);
+  std::memcpy(&b, src + 16, sizeof b);
+  const V e = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const V o = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  std::memcpy(even, &e, sizeof e);
+  std::memcpy(odd, &o, sizeof o);
+#else
+  for (int j = 0; j < 16; ++j) {
+    even[j] = src[2 * j];
+    odd[j] = src[2 * j + 1];
+  }
+#endif
+}
+
+/// The even and odd floats of src, in one pass over it: even[j] = src[2 * j] for j < n_even and
+/// odd[j] = src[2 * j + 1] for j < n_odd (two strided copies would read src twice).
+inline void deinterleave(const float* src, std::int64_t n_even, std::int64_t n_odd, float* even, float* odd) {
+  // Blocks of 16 pairs (a row of a 56-wide plane is two; a loop GCC vectorised itself checked the
+  // pointers for overlap and ran scalar tails, which cost more than the copy).
+  const std::int64_t both = std::min(n_even, n_odd);
+  std::int64_t j = 0;
+  if (overlapping_blocks<16>(both, [&](std::int64_t j0) { deinterleave16(src + 2 * j0, even + j0, odd + j0); }))
+    j = both;
+  for (; j < both; ++j) {
+    even[j] = src[2 * j];
+    odd[j] = src[2 * j + 1];
+  }
+  for (; j < n_even; ++j) even[j] = src[2 * j];
+  for (; j < n_odd; ++j) odd[j] = src[2 * j + 1];
+}
+
 /// Splits a row into its even and odd columns (column c at c / 2 + (c % 2) * half, half = (w + 1) / 2)
 /// so that a stride-2 tap reads contiguous floats: see split_offset.
 inline void split_row(const float* row, std::int64_t w, float* split) {
   const std::int64_t half = (w + 1) / 2;
-  copy_strided(row, 2, half, split);
-  copy_strided(row + 1, 2, w / 2, split + half);
+  deinterleave(row, half, w / 2, split, split + half);
 }
 /// Where input column 2 * ox + shift of a split row is: split[split_offset(shift, w) + ox].
 constexpr std::int64_t split_offset(std::int64_t shift, std::int64_t w) noexcept {
@@ -226,7 +275,70 @@ void depthwise_rows_block(const Conv2dPlan& p, const float* padded, const std::i
         for (int r = 0; r < R; ++r) acc[r] += wv * Eigen::Map<const Run>(src + r * row_step);
       }
     }
-    for (int r = 0; r < R; ++r) Eigen::Map<Run>{y + (oy + r) * p.ow + ox} = acc[r];
+    for (int r = 0; r < R; ++r) Eigen::Map<Run>{y + (oy + r)* p.ow + ox} = acc[r];
+  }
+}
+
+/// depthwise_rows_block for a KH x KW kernel with row stride SH and no row dilation, R output rows
+/// at once: each input row's runs are loaded once per kernel column and added into every output row
+/// that reads them ((R - 1) * SH + KH rows of loads where the generic block loads R * KH), with the
+/// weights held in registers. Each output sums its taps in the generic block's order.
+template <int KH, int KW, int SH, int R>
+void depthwise_rows_fixed(const Conv2dPlan& p, const float* padded, const std::int64_t* tap_offset, const float* w,
+                          float bias, float* y, std::int64_t oy) {
+  using Run = Eigen::Array<float, DepthwiseRows::kChunk, 1>;
+  constexpr std::int64_t C = DepthwiseRows::kChunk;
+  constexpr int kInRows = (R - 1) * SH + KH;
+  const std::int64_t row_len = DepthwiseRows::row_len(p);
+  std::int64_t offset[KW];
+  float wk[KH * KW];
+  for (int kx = 0; kx < KW; ++kx) offset[kx] = tap_offset[kx];
+  for (int k = 0; k < KH * KW; ++k) wk[k] = w[k];
+  const float* base = padded + oy * SH * row_len;
+  for (std::int64_t ox0 = 0; ox0 < p.ow; ox0 += C) {
+    const std::int64_t ox = std::min(ox0, p.ow - C);  // whole runs, as in depthwise_rows_block
+    Run acc[R];
+    RML_UNROLL
+    for (int r = 0; r < R; ++r) acc[r] = Run::Constant(bias);
+    RML_UNROLL
+    for (int i = 0; i < kInRows; ++i) {
+      const float* row = base + i * row_len + ox;
+      RML_UNROLL
+      for (int kx = 0; kx < KW; ++kx) {
+        const Run v = Eigen::Map<const Run>(row + offset[kx]);
+        RML_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const int ky = i - r * SH;
+          if (ky >= 0 && ky < KH) acc[r] += wk[ky * KW + kx] * v;
+        }
+      }
+    }
+    RML_UNROLL
+    for (int r = 0; r < R; ++r) Eigen::Map<Run>{y + (oy + r)* p.ow + ox} = acc[r];
+  }
+}
+
+/// Output rows [oy, oy1) by depthwise_rows_fixed: blocks of R rows, the last overlapping the one
+/// before (its rows come out the same), or one row at a time when there are fewer than R. Calls
+/// ready(end) before the rows [oy, end) are computed.
+template <int KH, int KW, int SH, typename Ready>
+void depthwise_rows_fixed_range(const Conv2dPlan& p, const float* padded, const std::int64_t* tap_offset,
+                                const float* w, float bias, float* y, std::int64_t oy, std::int64_t oy1,
+                                const Ready& ready) {
+  // Eight rows of one run each where a run is at most two packets (AVX-512, AVX), else four.
+  constexpr int R = DepthwiseRows::kChunk / sgemm::kLanes <= 2 ? 8 : 4;
+  if (oy1 - oy >= R) {
+    for (; oy + R <= oy1; oy += R) {
+      ready(oy + R);
+      depthwise_rows_fixed<KH, KW, SH, R>(p, padded, tap_offset, w, bias, y, oy);
+    }
+    ready(oy1);
+    if (oy < oy1) depthwise_rows_fixed<KH, KW, SH, R>(p, padded, tap_offset, w, bias, y, oy1 - R);
+    return;
+  }
+  for (; oy < oy1; ++oy) {
+    ready(oy + 1);
+    depthwise_rows_fixed<KH, KW, SH, 1>(p, padded, tap_offset, w, bias, y, oy);
   }
 }
 
@@ -245,23 +357,53 @@ inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, 
     lo[ph] = std::min(count, std::max<std::int64_t>(0, ceil_div(p.pad_left - ph, sw)));
     hi[ph] = std::max(lo[ph], std::min(count, ceil_div(p.pad_left + p.w - ph, sw)));
   }
-  const std::int64_t r_begin = std::max(p.pad_top, oy0 * p.stride_h);
+  // At stride 2, one pass over each row where the two phases' first columns are adjacent in it.
+  const std::int64_t pe = p.pad_left % 2, even_src = sw == 2 ? pe + lo[pe] * 2 - p.pad_left : 0;
+  const bool even_odd = sw == 2 && (1 - pe) + lo[1 - pe] * 2 - p.pad_left == even_src + 1;
+  // The input rows are copied in as the output rows that read them come up, so a block of outputs
+  // reads rows just written (in L1) and the copy's loads overlap the block before's arithmetic.
   const std::int64_t r_end = std::min({hp, p.pad_top + p.h, (oy1 - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1});
-  for (std::int64_t r = r_begin; r < r_end; ++r) {
-    const float* src = x + (r - p.pad_top) * p.w;  // padded column c is src[c - pad_left]
-    float* dst = padded + r * row_len;
-    for (std::int64_t ph = 0; ph < sw; ++ph)
-      copy_strided(src + ph + lo[ph] * sw - p.pad_left, sw, hi[ph] - lo[ph], dst + ph * lp + lo[ph]);
-  }
+  std::int64_t next = std::max(p.pad_top, oy0 * p.stride_h);  // the next row to copy
+  const auto ready = [&](std::int64_t oy_end) {               // copies the rows that outputs before oy_end read
+    const std::int64_t need = std::min(r_end, (oy_end - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1);
+    for (; next < need; ++next) {
+      const float* src = x + (next - p.pad_top) * p.w;  // padded column c is src[c - pad_left]
+      float* dst = padded + next * row_len;
+      if (even_odd) {  // the input's even columns go to phase pe, its odd ones to the other
+        deinterleave(even_src + src, hi[pe] - lo[pe], hi[1 - pe] - lo[1 - pe], dst + pe * lp + lo[pe],
+                     dst + (1 - pe) * lp + lo[1 - pe]);
+        continue;
+      }
+      for (std::int64_t ph = 0; ph < sw; ++ph)
+        copy_strided(src + ph + lo[ph] * sw - p.pad_left, sw, hi[ph] - lo[ph], dst + ph * lp + lo[ph]);
+    }
+  };
   // Per kernel column, where its taps start within a padded row (phase, then index).
   std::int64_t tap_offset[DepthwiseRows::kMaxKw];
   for (std::int64_t kx = 0; kx < p.kw; ++kx) {
     const std::int64_t c = kx * p.dilation_w;
     tap_offset[kx] = c % sw * lp + c / sw;
   }
+  // The common kernels, unrolled (MobileNet's and EfficientNet's 3x3 and 5x5, at stride 1 and 2).
+  if (p.kh == p.kw && (p.kh == 3 || p.kh == 5) && p.stride_h == p.stride_w && p.stride_h <= 2 && p.dilation_h == 1) {
+    const auto run = [&]<int K, int S>() {
+      depthwise_rows_fixed_range<K, K, S>(p, padded, tap_offset, w, bias, y, oy0, oy1, ready);
+    };
+    if (p.kh == 3)
+      p.stride_h == 1 ? run.template operator()<3, 1>() : run.template operator()<3, 2>();
+    else
+      p.stride_h == 1 ? run.template operator()<5, 1>() : run.template operator()<5, 2>();
+    return;
+  }
   std::int64_t oy = oy0;
-  for (; oy + 4 <= oy1; oy += 4) depthwise_rows_block<4>(p, padded, tap_offset, w, bias, y, oy);
-  for (; oy < oy1; ++oy) depthwise_rows_block<1>(p, padded, tap_offset, w, bias, y, oy);
+  for (; oy + 4 <= oy1; oy += 4) {
+    ready(oy + 4);
+    depthwise_rows_block<4>(p, padded, tap_offset, w, bias, y, oy);
+  }
+  for (; oy < oy1; ++oy) {
+    ready(oy + 1);
+    depthwise_rows_block<1>(p, padded, tap_offset, w, bias, y, oy);
+  }
 }
 
 /// Depthwise convolution of up to kLanes channels at once, for planes whose rows are too short to
@@ -291,17 +433,6 @@ inline std::size_t conv_scratch_bytes(const Conv2dPlan& p, int threads) noexcept
   const std::int64_t tile = conv_tile(p, threads), plane = std::max<std::int64_t>(p.oh * p.ow, 1);
   const std::int64_t tiles = std::min<std::int64_t>((plane + tile - 1) / tile, threads);
   return static_cast<std::size_t>(p.cg * p.kh * p.kw * tile * tiles) * sizeof(float);
-}
-
-/// Calls block(i) at i = 0, B, 2B, ... and, when B does not divide `count`, once more at count - B,
-/// overlapping the block before (blocks that write what their inputs give rewrite the same values).
-/// Returns false, calling nothing, when `count` is under one block.
-template <int B, typename F>
-bool overlapping_blocks(std::int64_t count, const F& block) {
-  if (count < B) return false;
-  for (std::int64_t i = 0; i + B <= count; i += B) block(i);
-  if (count % B) block(count - B);
-  return true;
 }
 
 // Eigen's packet types carry alignment attributes that GCC drops (and warns of) when one is a class
@@ -381,7 +512,8 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
         const float* wk = wt + (ky * p.kw + kx) * L;
         for (int q = 0; q < NP; ++q) {
           const Packet wq = pload<Packet>(wk + q * PS);
-          for (int k = 0; k < B; ++k) acc[k][q] = pmadd(wq, pload<Packet>(tap + k * p.stride_w * L + q * PS), acc[k][q]);
+          for (int k = 0; k < B; ++k)
+            acc[k][q] = pmadd(wq, pload<Packet>(tap + k * p.stride_w * L + q * PS), acc[k][q]);
         }
       }
     }
@@ -736,8 +868,9 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
         // [kdim, plane], which the threads build by depth rows once each gets 2^16 floats), and each
         // part a range of output-channel blocks over all of it.
         if (!pointwise)
-          parallel_ranges(pool, pw.kdim, work_grain(plane, 1, std::int64_t{1} << 16),
-                          [&](std::int64_t k0, std::int64_t k1) { im2col(p, xg, shared + k0 * plane, k0, k1, 0, plane); });
+          parallel_ranges(
+              pool, pw.kdim, work_grain(plane, 1, std::int64_t{1} << 16),
+              [&](std::int64_t k0, std::int64_t k1) { im2col(p, xg, shared + k0 * plane, k0, k1, 0, plane); });
         const std::int64_t blocks = (p.og + mr - 1) / mr;
         const auto run_part = [&](std::int64_t part) {
           const std::int64_t r0 = blocks * part / pw.parts * mr;
@@ -824,7 +957,8 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
         for (std::int64_t i = 0; i < total; ++i) {
           const std::int64_t ch = i % p.c;
           float* yi = y + i * plane_out;
-          depthwise_rows(p, x + i * plane_in, w + ch * p.kh * p.kw, epi.bias ? epi.bias[ch] : 0.0f, yi, padded, oy0, oy1);
+          depthwise_rows(p, x + i * plane_in, w + ch * p.kh * p.kw, epi.bias ? epi.bias[ch] : 0.0f, yi, padded, oy0,
+                         oy1);
           if (!epi.chain.empty()) unary_chain(epi.chain, yi + oy0 * p.ow, yi + oy0 * p.ow, (oy1 - oy0) * p.ow);
         }
       });
@@ -965,9 +1099,8 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   const std::int64_t parts = part_count(args.pool, p.planes, grain);
   if (split_by_rows(p.oh, p.ow, parts)) {
     // Large planes: a band of output rows of every plane per part, as the convolutions split.
-    run_parts(args.pool, parts, [&](std::int64_t part) {
-      pool_rows(0, p.planes, p.oh * part / parts, p.oh * (part + 1) / parts);
-    });
+    run_parts(args.pool, parts,
+              [&](std::int64_t part) { pool_rows(0, p.planes, p.oh * part / parts, p.oh * (part + 1) / parts); });
     return {};
   }
   parallel_ranges(args.pool, p.planes, grain, [&](std::int64_t b, std::int64_t e) { pool_rows(b, e, 0, p.oh); });

@@ -23,10 +23,10 @@
 
 #include <Eigen/Core>
 
-// Fully unrolls the loop that follows (its trip count a constant), so arrays indexed by its counter
-// become registers.
+// Fully unrolls the loop that follows (its trip count a constant, at most 32), so arrays indexed by
+// its counter become registers.
 #if defined(__GNUC__)
-#define RML_UNROLL _Pragma("GCC unroll 16")
+#define RML_UNROLL _Pragma("GCC unroll 32")
 #else
 #define RML_UNROLL
 #endif
