@@ -314,6 +314,16 @@ def conv_blocked_cases():
                                  residual="left"),
         "residual_broadcast": dict(x=(1, 24, 18, 18), w=(24, 24, 3, 3), attrs={"pads": [1, 1, 1, 1]}, bias=True,
                                    residual="channel"),
+        # Interleaved depthwise rows narrower than a packet: 7 wide (quarter-packet transposes with
+        # AVX-512, 4-position blocks, the last overlapping), 7 wide at stride 2, and 3 wide (element by
+        # element, one position at a time); a 5x5 kernel at stride 1 over 12-wide rows.
+        "depthwise_lanes_7x7": dict(x=(1, 32, 7, 7), w=(32, 1, 3, 3), attrs={"groups": 32, "pads": [1, 1, 1, 1]},
+                                    bias=True),
+        "depthwise_lanes_s2_7": dict(x=(1, 16, 14, 14), w=(16, 1, 3, 3),
+                                     attrs={"groups": 16, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        "depthwise_lanes_3": dict(x=(1, 16, 3, 3), w=(16, 1, 3, 3), attrs={"groups": 16, "pads": [1, 1, 1, 1]},
+                                  bias=True),
+        "depthwise_lanes_5x5": dict(x=(1, 16, 12, 12), w=(16, 1, 5, 5), attrs={"groups": 16, "pads": [2, 2, 2, 2]}),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]

@@ -441,9 +441,50 @@ inline std::size_t conv_scratch_bytes(const Conv2dPlan& p, int threads) noexcept
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wignored-attributes"
 #endif
+/// One square block through a SIMD transpose (Eigen's ptranspose) of P's lane count S:
+/// dst[c * dst_row + r] = src[r * src_row + c] for r, c < S.
+template <typename P>
+void transpose_block(const float* src, std::int64_t src_row, float* dst, std::int64_t dst_row) {
+  constexpr int S = Eigen::internal::unpacket_traits<P>::size;
+  Eigen::internal::PacketBlock<P, S> block;
+  for (int r = 0; r < S; ++r) block.packet[r] = Eigen::internal::ploadu<P>(src + r * src_row);
+  Eigen::internal::ptranspose(block);
+  for (int r = 0; r < S; ++r) Eigen::internal::pstoreu(dst + r * dst_row, block.packet[r]);
+}
+
+/// Interleaves or de-interleaves `count` positions of kLanes channels by square blocks of P's
+/// lanes, the last block of a row overlapping the one before: `In` writes dst[i * kLanes + l] =
+/// src[l * plane + i], else dst[l * plane + i] = src[i * kLanes + l]. False, doing nothing, when
+/// the row is under one block.
+template <typename P, bool In>
+bool transpose_lanes(const float* src, std::int64_t plane, std::int64_t count, float* dst) {
+  constexpr std::int64_t L = DepthwiseLanes::kLanes;
+  constexpr int S = Eigen::internal::unpacket_traits<P>::size;
+  static_assert(L % S == 0);
+  return overlapping_blocks<S>(count, [&](std::int64_t i) {
+    for (std::int64_t cb = 0; cb < L; cb += S) {
+      if constexpr (In)
+        transpose_block<P>(src + cb * plane + i, plane, dst + i * L + cb, L);
+      else
+        transpose_block<P>(src + i * L + cb, L, dst + cb * plane + i, plane);
+    }
+  });
+}
+
+/// transpose_lanes with the widest packet whose square fits the row: full, half or quarter packets
+/// (a 7-wide row of MobileNet's last planes takes two 4 x 4 blocks a channel quad).
+template <bool In>
+bool transpose_lanes_any(const float* src, std::int64_t plane, std::int64_t count, float* dst) {
+  using P = sgemm::Packet;
+  using Half = typename Eigen::internal::unpacket_traits<P>::half;
+  using Quarter = typename Eigen::internal::unpacket_traits<Half>::half;
+  return transpose_lanes<P, In>(src, plane, count, dst) || transpose_lanes<Half, In>(src, plane, count, dst) ||
+         transpose_lanes<Quarter, In>(src, plane, count, dst);
+}
+
 /// Channels [c0, c0 + lanes) of one image (x and y point at channel c0's planes; w at its weights).
 /// `Full` is lanes == kLanes: the interleaving into the padded copy and out of it runs as SIMD
-/// transposes of packet-square blocks (Eigen's ptranspose), else element by element.
+/// transposes of square blocks (transpose_lanes_any), else element by element.
 template <bool Full>
 void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const float* bias, std::int64_t lanes,
                      float* y) {
@@ -482,15 +523,7 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
     std::fill_n(padded + yy * wp * L, x0 * L, 0.0f);
     std::fill(dst + count * L, padded + (yy + 1) * wp * L, 0.0f);
     if constexpr (Full) {
-      const auto block_at = [&](std::int64_t i) {
-        for (int cb = 0; cb < NP; ++cb) {
-          Eigen::internal::PacketBlock<Packet, PS> block;
-          for (int r = 0; r < PS; ++r) block.packet[r] = ploadu<Packet>(src + (cb * PS + r) * plane_in + i);
-          Eigen::internal::ptranspose(block);
-          for (int r = 0; r < PS; ++r) pstore(dst + (i + r) * L + cb * PS, block.packet[r]);
-        }
-      };
-      if (overlapping_blocks<PS>(count, block_at)) continue;
+      if (transpose_lanes_any<true>(src, plane_in, count, dst)) continue;
     }
     for (std::int64_t i = 0; i < count; ++i) {
       for (std::int64_t l = 0; l < n; ++l) dst[i * L + l] = src[l * plane_in + i];
@@ -498,22 +531,43 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
     }
   }
   // Positions [ox, ox + B) of output row oy into row_out: B independent sums per packet, so the
-  // multiply-adds of one tap do not wait on each other.
-  const auto run = [&]<int B>(std::integral_constant<int, B>, std::int64_t oy, std::int64_t ox) {
+  // multiply-adds of one tap do not wait on each other. With the kernel (KH x KW at stride S, no
+  // dilation) fixed, each padded column a row of taps reads is loaded once and added into every
+  // position that reads it, and the loops unroll; KH = 0 takes the plan's kernel.
+  const auto run = [&]<int B, int KH, int KW, int S>(std::int64_t oy, std::int64_t ox) {
     Packet acc[B][NP];
     for (int q = 0; q < NP; ++q) {
       const Packet bq = pload<Packet>(b + q * PS);
+      RML_UNROLL
       for (int k = 0; k < B; ++k) acc[k][q] = bq;
     }
-    for (std::int64_t ky = 0; ky < p.kh; ++ky) {
-      const float* row = padded + ((oy * p.stride_h + ky * p.dilation_h) * wp + ox * p.stride_w) * L;
-      for (std::int64_t kx = 0; kx < p.kw; ++kx) {
-        const float* tap = row + kx * p.dilation_w * L;
-        const float* wk = wt + (ky * p.kw + kx) * L;
-        for (int q = 0; q < NP; ++q) {
-          const Packet wq = pload<Packet>(wk + q * PS);
-          for (int k = 0; k < B; ++k)
-            acc[k][q] = pmadd(wq, pload<Packet>(tap + k * p.stride_w * L + q * PS), acc[k][q]);
+    if constexpr (KH > 0) {
+      for (int ky = 0; ky < KH; ++ky) {
+        const float* row = padded + ((oy * S + ky) * wp + ox * S) * L;
+        RML_UNROLL
+        for (int j = 0; j < (B - 1) * S + KW; ++j) {
+          RML_UNROLL
+          for (int q = 0; q < NP; ++q) {
+            const Packet v = pload<Packet>(row + j * L + q * PS);
+            RML_UNROLL
+            for (int k = 0; k < B; ++k) {
+              const int kx = j - k * S;
+              if (kx >= 0 && kx < KW) acc[k][q] = pmadd(pload<Packet>(wt + (ky * KW + kx) * L + q * PS), v, acc[k][q]);
+            }
+          }
+        }
+      }
+    } else {
+      for (std::int64_t ky = 0; ky < p.kh; ++ky) {
+        const float* row = padded + ((oy * p.stride_h + ky * p.dilation_h) * wp + ox * p.stride_w) * L;
+        for (std::int64_t kx = 0; kx < p.kw; ++kx) {
+          const float* tap = row + kx * p.dilation_w * L;
+          const float* wk = wt + (ky * p.kw + kx) * L;
+          for (int q = 0; q < NP; ++q) {
+            const Packet wq = pload<Packet>(wk + q * PS);
+            for (int k = 0; k < B; ++k)
+              acc[k][q] = pmadd(wq, pload<Packet>(tap + k * p.stride_w * L + q * PS), acc[k][q]);
+          }
         }
       }
     }
@@ -521,22 +575,27 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
       for (int q = 0; q < NP; ++q) pstore(row_out + (ox + k) * L + q * PS, acc[k][q]);
   };
   constexpr int kBlock = NP >= 8 ? 1 : 8 / NP;  // eight accumulators
+  // A row in blocks of kBlock positions, the last overlapping the one before (row_out takes the
+  // same sums twice), or of 4 when the row is shorter, or one by one.
+  const auto row_blocks = [&]<int KH, int KW, int S>(std::int64_t oy) {
+    const auto block = [&]<int B>(std::int64_t ox) { run.template operator()<B, KH, KW, S>(oy, ox); };
+    if (overlapping_blocks<kBlock>(p.ow, [&](std::int64_t ox) { block.template operator()<kBlock>(ox); })) return;
+    if (overlapping_blocks<4>(p.ow, [&](std::int64_t ox) { block.template operator()<4>(ox); })) return;
+    for (std::int64_t ox = 0; ox < p.ow; ++ox) block.template operator()<1>(ox);
+  };
+  const bool fixed = p.kh == p.kw && (p.kh == 3 || p.kh == 5) && p.stride_h == p.stride_w && p.stride_h <= 2 &&
+                     p.dilation_h == 1 && p.dilation_w == 1;
   for (std::int64_t oy = 0; oy < p.oh; ++oy) {
-    std::int64_t ox = 0;
-    for (; ox + kBlock <= p.ow; ox += kBlock) run(std::integral_constant<int, kBlock>{}, oy, ox);
-    for (; ox < p.ow; ++ox) run(std::integral_constant<int, 1>{}, oy, ox);
+    if (!fixed)
+      row_blocks.template operator()<0, 0, 0>(oy);
+    else if (p.kh == 3)
+      p.stride_h == 1 ? row_blocks.template operator()<3, 3, 1>(oy) : row_blocks.template operator()<3, 3, 2>(oy);
+    else
+      p.stride_h == 1 ? row_blocks.template operator()<5, 5, 1>(oy) : row_blocks.template operator()<5, 5, 2>(oy);
     // Out: row_out [ox][lane] into the n output planes' row oy.
     float* out = y + oy * p.ow;
     if constexpr (Full) {
-      const auto block_at = [&](std::int64_t i) {
-        for (int cb = 0; cb < NP; ++cb) {
-          Eigen::internal::PacketBlock<Packet, PS> block;
-          for (int r = 0; r < PS; ++r) block.packet[r] = pload<Packet>(row_out + (i + r) * L + cb * PS);
-          Eigen::internal::ptranspose(block);
-          for (int r = 0; r < PS; ++r) pstoreu(out + (cb * PS + r) * plane_out + i, block.packet[r]);
-        }
-      };
-      if (overlapping_blocks<PS>(p.ow, block_at)) continue;
+      if (transpose_lanes_any<false>(row_out, plane_out, p.ow, out)) continue;
     }
     for (std::int64_t i = 0; i < p.ow; ++i)
       for (std::int64_t l = 0; l < n; ++l) out[l * plane_out + i] = row_out[i * L + l];
