@@ -324,6 +324,9 @@ def conv_blocked_cases():
         "depthwise_lanes_3": dict(x=(1, 16, 3, 3), w=(16, 1, 3, 3), attrs={"groups": 16, "pads": [1, 1, 1, 1]},
                                   bias=True),
         "depthwise_lanes_5x5": dict(x=(1, 16, 12, 12), w=(16, 1, 5, 5), attrs={"groups": 16, "pads": [2, 2, 2, 2]}),
+        # Turned-around products whose Y^T goes back by 4 x 4 blocks (6 positions) and by 8 x 8 (10).
+        "transposed_6": dict(x=(1, 64, 2, 3), w=(40, 64, 1, 1), attrs={}, bias=True),
+        "transposed_10": dict(x=(1, 48, 2, 5), w=(36, 48, 1, 1), attrs={}, bias=True),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]
@@ -635,6 +638,16 @@ def threaded_cases():
                f32(pool_ref(x, [3, 3], [2, 2], [1, 1, 1, 1], "avg", False)),
                {"kernel": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": False},
                meta=tol_k(9))
+
+    # A 1x1 convolution that narrows the channels on a 14 x 14 plane runs turned around; its 72
+    # channels are an odd number of panels at every SIMD width, so at 2 threads each thread takes a
+    # range of positions over every panel.
+    x, w, bias = rand(1, 144, 14, 14), rand(72, 144, 1, 1), rand(72)
+    y = conv_ref(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1)
+    c = Case("threads_pointwise_positions", tol_k(144))
+    out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y))
+    c.output(c.node("relu", [out], f32(np.maximum(y, 0))))
+    c.write()
 
 
 # ---- data movement, gather, cast ----
