@@ -86,10 +86,9 @@ inline void im2col(const Conv2dPlan& p, const float* x, float* col, std::int64_t
   }
 }
 
-/// dst[j] = src[j * stride] for j in [0, n). Strides 1 and 2 run as constant strides, which compilers
-/// vectorise (stride 1 through Eigen: vector copies, not a memcpy call per short row; stride 2 as two
-/// loads and a permute per vector). A store through a computed index instead, which GCC made a
-/// scatter, once took half of a 3x3 stride-2 max pool.
+/// dst[j] = src[j * stride] for j in [0, n). Stride 1 is a memcpy; stride 2 a constant stride, which
+/// compilers vectorise as two loads and a permute per vector. A store through a computed index
+/// instead, which GCC made a scatter, once took half of a 3x3 stride-2 max pool.
 inline void copy_strided(const float* src, std::int64_t stride, std::int64_t n, float* dst) {
   if (stride == 1) {
     // memcpy, not an Eigen assignment: Eigen peels up to 15 scalar stores to align the destination,
@@ -279,6 +278,23 @@ void depthwise_rows_block(const Conv2dPlan& p, const float* padded, const std::i
   }
 }
 
+/// Whether a depthwise convolution's kernel is one the row and interleaved paths unroll: 3x3 or 5x5
+/// (MobileNet's and EfficientNet's), at stride 1 or 2, undilated. (The interleaved path dispatches
+/// on it inline, per row: through with_unrolled_kernel GCC stopped inlining its block, 24 -> 36 us
+/// on a 14x14 step.)
+inline bool depthwise_unrolled(const Conv2dPlan& p) noexcept {
+  return p.kh == p.kw && (p.kh == 3 || p.kh == 5) && p.stride_h == p.stride_w && p.stride_h <= 2 && p.dilation_h == 1 &&
+         p.dilation_w == 1;
+}
+/// Calls f.template operator()<K, S>() for the unrolled kernel of plan p (depthwise_unrolled(p)).
+template <typename F>
+void with_unrolled_kernel(const Conv2dPlan& p, const F& f) {
+  if (p.kh == 3)
+    p.stride_h == 1 ? f.template operator()<3, 1>() : f.template operator()<3, 2>();
+  else
+    p.stride_h == 1 ? f.template operator()<5, 1>() : f.template operator()<5, 2>();
+}
+
 /// depthwise_rows_block for a KH x KW kernel with row stride SH and no row dilation, R output rows
 /// at once: each input row's runs are loaded once per kernel column and added into every output row
 /// that reads them ((R - 1) * SH + KH rows of loads where the generic block loads R * KH), with the
@@ -384,15 +400,10 @@ inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, 
     const std::int64_t c = kx * p.dilation_w;
     tap_offset[kx] = c % sw * lp + c / sw;
   }
-  // The common kernels, unrolled (MobileNet's and EfficientNet's 3x3 and 5x5, at stride 1 and 2).
-  if (p.kh == p.kw && (p.kh == 3 || p.kh == 5) && p.stride_h == p.stride_w && p.stride_h <= 2 && p.dilation_h == 1) {
-    const auto run = [&]<int K, int S>() {
+  if (depthwise_unrolled(p)) {
+    with_unrolled_kernel(p, [&]<int K, int S>() {
       depthwise_rows_fixed_range<K, K, S>(p, padded, tap_offset, w, bias, y, oy0, oy1, ready);
-    };
-    if (p.kh == 3)
-      p.stride_h == 1 ? run.template operator()<3, 1>() : run.template operator()<3, 2>();
-    else
-      p.stride_h == 1 ? run.template operator()<5, 1>() : run.template operator()<5, 2>();
+    });
     return;
   }
   std::int64_t oy = oy0;
@@ -606,8 +617,7 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
     if (overlapping_blocks<4>(p.ow, [&](std::int64_t ox) { block.template operator()<4>(ox); })) return;
     for (std::int64_t ox = 0; ox < p.ow; ++ox) block.template operator()<1>(ox);
   };
-  const bool fixed = p.kh == p.kw && (p.kh == 3 || p.kh == 5) && p.stride_h == p.stride_w && p.stride_h <= 2 &&
-                     p.dilation_h == 1 && p.dilation_w == 1;
+  const bool fixed = depthwise_unrolled(p);
   for (std::int64_t oy = 0; oy < p.oh; ++oy) {
     if (!fixed)
       row_blocks.template operator()<0, 0, 0>(oy);
