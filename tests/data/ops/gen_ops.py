@@ -365,6 +365,9 @@ def winograd_cases():
         # A residual add before the activation, fused into the output transform's epilogue.
         "residual": dict(x=(1, 48, 20, 20), w=(48, 48), pads=[1, 1, 1, 1], bias=True, act="relu", residual="right"),
         "residual_left": dict(x=(2, 48, 13, 11), w=(56, 48), pads=[1, 1, 1, 1], act="relu", residual="left"),
+        # Rows of more than 16 tiles at either tile size, so transforms run over full groups of 16
+        # tiles (the last of F(4, 3)'s reads input column 65 of its group) and a short group after.
+        "wide": dict(x=(1, 48, 12, 70), w=(48, 48), pads=[1, 1, 1, 1], bias=True),
     }
     for name, spec in cases.items():
         o, ci = spec["w"]

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -93,5 +94,36 @@ class SmallIndex {
   std::vector<std::int64_t> heap_;
   std::int64_t* data_;
 };
+
+/// Calls block(i) at i = 0, B, 2B, ... and, when B does not divide `count`, once more at count - B,
+/// overlapping the block before (blocks that write what their inputs give rewrite the same values).
+/// Returns false, calling nothing, when `count` is under one block.
+template <int B, typename F>
+bool overlapping_blocks(std::int64_t count, const F& block) {
+  if (count < B) return false;
+  for (std::int64_t i = 0; i + B <= count; i += B) block(i);
+  if (count % B) block(count - B);
+  return true;
+}
+
+/// The even and odd floats of src[0, 32): two loads, two shuffles and two stores where the compiler
+/// has vector extensions (GCC 12 and Clang), a scalar loop otherwise.
+inline void deinterleave16(const float* src, float* even, float* odd) {
+#if defined(__GNUC__) && (defined(__clang__) || __GNUC__ >= 12)
+  using V = float __attribute__((vector_size(64)));
+  V a, b;
+  std::memcpy(&a, src, sizeof a);
+  std::memcpy(&b, src + 16, sizeof b);
+  const V e = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const V o = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  std::memcpy(even, &e, sizeof e);
+  std::memcpy(odd, &o, sizeof o);
+#else
+  for (int j = 0; j < 16; ++j) {
+    even[j] = src[2 * j];
+    odd[j] = src[2 * j + 1];
+  }
+#endif
+}
 
 }  // namespace rml::detail

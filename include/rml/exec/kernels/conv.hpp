@@ -101,37 +101,6 @@ inline void copy_strided(const float* src, std::int64_t stride, std::int64_t n, 
   }
 }
 
-/// Calls block(i) at i = 0, B, 2B, ... and, when B does not divide `count`, once more at count - B,
-/// overlapping the block before (blocks that write what their inputs give rewrite the same values).
-/// Returns false, calling nothing, when `count` is under one block.
-template <int B, typename F>
-bool overlapping_blocks(std::int64_t count, const F& block) {
-  if (count < B) return false;
-  for (std::int64_t i = 0; i + B <= count; i += B) block(i);
-  if (count % B) block(count - B);
-  return true;
-}
-
-/// The even and odd floats of src[0, 32): two loads, two shuffles and two stores where the compiler
-/// has vector extensions (GCC 12 and Clang), a scalar loop otherwise.
-inline void deinterleave16(const float* src, float* even, float* odd) {
-#if defined(__GNUC__) && (defined(__clang__) || __GNUC__ >= 12)
-  using V = float __attribute__((vector_size(64)));
-  V a, b;
-  std::memcpy(&a, src, sizeof a);
-  std::memcpy(&b, src + 16, sizeof b);
-  const V e = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const V o = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  std::memcpy(even, &e, sizeof e);
-  std::memcpy(odd, &o, sizeof o);
-#else
-  for (int j = 0; j < 16; ++j) {
-    even[j] = src[2 * j];
-    odd[j] = src[2 * j + 1];
-  }
-#endif
-}
-
 /// The even and odd floats of src, in one pass over it: even[j] = src[2 * j] for j < n_even and
 /// odd[j] = src[2 * j + 1] for j < n_odd (two strided copies would read src twice).
 inline void deinterleave(const float* src, std::int64_t n_even, std::int64_t n_odd, float* even, float* odd) {
@@ -274,7 +243,7 @@ void depthwise_rows_block(const Conv2dPlan& p, const float* padded, const std::i
         for (int r = 0; r < R; ++r) acc[r] += wv * Eigen::Map<const Run>(src + r * row_step);
       }
     }
-    for (int r = 0; r < R; ++r) Eigen::Map<Run>{y + (oy + r) * p.ow + ox} = acc[r];
+    for (int r = 0; r < R; ++r) Eigen::Map<Run>{y + (oy + r)* p.ow + ox} = acc[r];
   }
 }
 
@@ -330,7 +299,7 @@ void depthwise_rows_fixed(const Conv2dPlan& p, const float* padded, const std::i
       }
     }
     RML_UNROLL
-    for (int r = 0; r < R; ++r) Eigen::Map<Run>{y + (oy + r) * p.ow + ox} = acc[r];
+    for (int r = 0; r < R; ++r) Eigen::Map<Run>{y + (oy + r)* p.ow + ox} = acc[r];
   }
 }
 

@@ -112,17 +112,21 @@ struct WinogradWeights {
 
   [[nodiscard]] std::int64_t u_floats() const noexcept { return sgemm::packed_floats(o, c); }
   [[nodiscard]] const float* u_of(std::int64_t e) const noexcept { return u.data() + e * u_floats(); }
+  /// Floats from one element's [c, chunk] block of V to the next's, and from one [o, chunk] block of
+  /// M to the next's: one cache line more than the block. A transform stores (or loads) one tile
+  /// group of every element at once; at the block's own size, a multiple of 4 KB for power-of-two
+  /// channels, those 16 or 36 lines all fell in one set of L1 and evicted each other.
+  [[nodiscard]] std::int64_t v_step() const noexcept { return c * chunk + 16; }
+  [[nodiscard]] std::int64_t m_step() const noexcept { return o * chunk + 16; }
   /// Scratch floats per part: the transformed input V [elems, c, chunk] and the products
-  /// M [elems, o, chunk], each 64-byte aligned. Rows are `chunk` long, whole GEMM panels, so the
-  /// products run over whole panels even for a chunk's last tiles.
-  [[nodiscard]] std::int64_t v_floats() const noexcept { return round16(elems * c * chunk); }
-  [[nodiscard]] std::int64_t m_floats() const noexcept { return round16(elems * o * chunk); }
+  /// M [elems, o, chunk], each 64-byte aligned, their elements v_step() and m_step() apart. Rows are
+  /// `chunk` long, whole GEMM panels, so the products run over whole panels even for a chunk's last
+  /// tiles.
+  [[nodiscard]] std::int64_t v_floats() const noexcept { return elems * v_step(); }
+  [[nodiscard]] std::int64_t m_floats() const noexcept { return elems * m_step(); }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
     return static_cast<std::size_t>(parts * (v_floats() + m_floats())) * sizeof(float);
   }
-
- private:
-  static constexpr std::int64_t round16(std::int64_t n) noexcept { return (n + 15) / 16 * 16; }
 };
 
 /// Whether conv2d plan `p` can run through Winograd (its shape; whether it pays is winograd_pays).
@@ -170,10 +174,12 @@ std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p
   ww->tiles = ww->tiles_h * ww->tiles_w;
   ww->total = p.n * ww->tiles;
   ww->threads = std::max(threads, 1);
-  // Chunks whose V and M fill about L2, but at least 64 tiles so a product has columns enough for
+  // Chunks whose V and M fill up to four times L2 (a product needs only its element's blocks of them
+  // near, and each chunk reads all of U once: a 128-channel 28x28 layer took 737-750 us in chunks
+  // that fill L2 and 682-701 us in one), but at least 64 tiles so a product has columns enough for
   // whole panels and each pass over U_e (read from further away when the channels are many) pays.
   const auto l2 = static_cast<std::int64_t>(Eigen::l2CacheSize());
-  std::int64_t chunk = l2 / (static_cast<std::int64_t>(sizeof(float)) * E * (p.c + p.o));
+  std::int64_t chunk = 4 * l2 / (static_cast<std::int64_t>(sizeof(float)) * E * (p.c + p.o));
   chunk = std::clamp<std::int64_t>(chunk / W::kLanes * W::kLanes, 64, 256);
   // At several threads, one range of tiles per thread when each gets at least 48.
   if (ww->threads > 1 && ww->total >= 48 * ww->threads) {
@@ -199,6 +205,38 @@ std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p
   return ww;
 }
 
+/// dst[0, n) = src[0, n) for a run of a few dozen floats, without a library call. GCC turns a copy
+/// loop into a memcpy call, even one of packets or with a constant bound and a test, and those calls
+/// took a quarter of a 28x28 layer's time. Here each packet starts at min(j, n - S), the last one
+/// overlapping the one before, an address no loop idiom matches: the widest packet the run holds
+/// (full, half or quarter), and single floats under a quarter packet.
+// Eigen's packet types carry alignment attributes that GCC drops (and warns of) when one is a class
+// template's argument, as unpacket_traits' is; the attributes do not matter there.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+#endif
+inline void copy_run(const float* src, std::int64_t n, float* dst) noexcept {
+  const auto packets = [&]<typename P>() {
+    constexpr std::int64_t S = Eigen::internal::unpacket_traits<P>::size;
+    if (n < S) return false;
+    for (std::int64_t j = 0; j < n; j += S) {
+      const std::int64_t at = std::min(j, n - S);
+      Eigen::internal::pstoreu(dst + at, Eigen::internal::ploadu<P>(src + at));
+    }
+    return true;
+  };
+  using P = sgemm::Packet;
+  using Half = typename Eigen::internal::unpacket_traits<P>::half;
+  using Quarter = typename Eigen::internal::unpacket_traits<Half>::half;
+  if (packets.template operator()<P>() || packets.template operator()<Half>() || packets.template operator()<Quarter>())
+    return;
+  for (std::int64_t j = 0; j < n; ++j) dst[j] = src[j];
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 /// A group of up to kLanes consecutive tiles of one tile row: its image, its top-left output
 /// position, and how many tiles it holds. Groups start at `t` and never cross a tile row, so their
 /// input and output rows are contiguous runs.
@@ -220,43 +258,61 @@ void winograd_input(const Conv2dPlan& p, const WinogradWeights& ww, const float*
   alignas(64) float rows[S * W];  // the group's S input rows, zero outside the input
   alignas(64) float d[S * S * L];
   alignas(64) float tmp[S * S * L];
-  for (std::int64_t g0 = 0; g0 < nt;) {
-    const WinogradGroup grp(ww, t0 + g0, nt - g0);
-    const std::int64_t iy0 = grp.oy - p.pad_top, ix0 = grp.ox - p.pad_left;
-    // Columns [ja, jb) of a row buffer lie inside the input (the same for every row).
-    const std::int64_t ja = std::clamp<std::int64_t>(-ix0, 0, W), jb = std::clamp<std::int64_t>(p.w - ix0, ja, W);
-    for (std::int64_t ci = c0; ci < c1; ++ci) {
-      const float* plane = x + (grp.image * p.c + ci) * p.h * p.w;
+  // M = 4: a row's even and odd columns (2 L + 1 each, and one more the last split reads), and the
+  // odd phases that split gives beyond the six a tile uses.
+  alignas(64) float even[2 * L + 2] = {}, odd[2 * L + 2] = {}, unused[L];
+  // Channel by channel, each over the chunk's groups: the stores of one channel's transformed tiles
+  // run along rows of v, so a line is finished while it is still in L1.
+  for (std::int64_t ci = c0; ci < c1; ++ci) {
+    const float* plane = x + ci * p.h * p.w;
+    for (std::int64_t g0 = 0; g0 < nt;) {
+      const WinogradGroup grp(ww, t0 + g0, nt - g0);
+      const std::int64_t iy0 = grp.oy - p.pad_top, ix0 = grp.ox - p.pad_left;
+      // Columns [ja, jb) of a row buffer lie inside the input (the same for every row).
+      const std::int64_t ja = std::clamp<std::int64_t>(-ix0, 0, W), jb = std::clamp<std::int64_t>(p.w - ix0, ja, W);
+      const float* image = plane + grp.image * p.c * p.h * p.w;
       for (std::int64_t i = 0; i < S; ++i) {
         float* row = rows + i * W;
         const std::int64_t iy = iy0 + i;
-        // Plain loops: these runs are a few dozen floats, too short to pay for memcpy/memset calls.
-        if (iy < 0 || iy >= p.h || ja == jb) {
-          for (std::int64_t j = 0; j < W; ++j) row[j] = 0.0f;
-          continue;
-        }
-        const float* src = plane + iy * p.w + ix0;
-        for (std::int64_t j = 0; j < ja; ++j) row[j] = 0.0f;
-        for (std::int64_t j = ja; j < jb; ++j) row[j] = src[j];
-        for (std::int64_t j = jb; j < W; ++j) row[j] = 0.0f;
+        // A constant-length fill is a few stores inline; the input's run, copy_run.
+        if (iy < 0 || iy >= p.h || ja > 0 || jb < W) std::fill_n(row, W, 0.0f);
+        if (iy >= 0 && iy < p.h) copy_run(image + iy * p.w + ix0 + ja, jb - ja, row + ja);
       }
       // d[i][j][l] = row i, column M * l + j: tile l's input (tiles past count read zeros or
-      // neighbours; their results are not stored).
-      for (std::int64_t i = 0; i < S; ++i)
-        for (std::int64_t j = 0; j < S; ++j)
-          for (std::int64_t l = 0; l < L; ++l) d[(i * S + j) * L + l] = rows[i * W + M * l + j];
+      // neighbours; their results are not stored). Column j of every tile is a phase of the row:
+      // its even and odd columns (M = 2), or those split again (M = 4), from column j on.
+      for (std::int64_t i = 0; i < S; ++i) {
+        const float* row = rows + i * W;
+        float* di = d + i * S * L;
+        if constexpr (M == 2) {
+          deinterleave16(row, di, di + L);
+          deinterleave16(row + 2, di + 2 * L, di + 3 * L);
+        } else {
+          static_assert(M == 4 && L == 16 && W == 66);
+          deinterleave16(row, even, odd);
+          deinterleave16(row + 32, even + 16, odd + 16);
+          even[32] = row[64], odd[32] = row[65];
+          deinterleave16(even, di, di + 2 * L);
+          deinterleave16(even + 2, di + 4 * L, unused);
+          deinterleave16(odd, di + L, di + 3 * L);
+          deinterleave16(odd + 2, di + 5 * L, unused);
+        }
+      }
       for (std::int64_t j = 0; j < S; ++j) X::template input<L>(d + j * L, S * L, tmp + j * L, S * L);  // columns
       for (std::int64_t i = 0; i < S; ++i) X::template input<L>(tmp + i * S * L, L, d + i * S * L, L);  // rows
+      // All L lanes when the chunk's row has room for them: the lanes past count land where the next
+      // group's tiles (or columns no product result is kept for) are written afterwards.
       float* dst = v + ci * ww.chunk + g0;
-      const std::int64_t step = ww.c * ww.chunk;
-      if (grp.count == L) {
-        for (std::int64_t e = 0; e < S * S; ++e)
+      const std::int64_t step = ww.v_step(), lanes = g0 + L <= ww.chunk ? L : grp.count;
+      for (std::int64_t e = 0; e < S * S; ++e) {
+        if (lanes == L) {
           for (std::int64_t l = 0; l < L; ++l) dst[e * step + l] = d[e * L + l];
-      } else {
-        for (std::int64_t e = 0; e < S * S; ++e) std::copy_n(d + e * L, grp.count, dst + e * step);
+        } else {
+          copy_run(d + e * L, lanes, dst + e * step);
+        }
       }
+      g0 += grp.count;
     }
-    g0 += grp.count;
   }
 }
 
@@ -266,8 +322,8 @@ void winograd_input(const Conv2dPlan& p, const WinogradWeights& ww, const float*
 inline void winograd_products(const WinogradWeights& ww, const float* v, float* m, std::int64_t nt, std::int64_t o0,
                               std::int64_t o1) {
   for (std::int64_t e = 0; e < ww.elems; ++e)
-    sgemm::multiply(ww.u_of(e), ww.c, sgemm::StridedRows{v + e * ww.c * ww.chunk, ww.chunk}, nt,
-                    m + e * ww.o * ww.chunk, ww.chunk, o0, o1, true, nullptr);
+    sgemm::multiply(ww.u_of(e), ww.c, sgemm::StridedRows{v + e * ww.v_step(), ww.chunk}, nt, m + e * ww.m_step(),
+                    ww.chunk, o0, o1, true, nullptr);
 }
 
 /// Output channels [o0, o1) of chunk tiles [t0, t0 + nt) from m: A^T m_tile A, the epilogue, and the
@@ -281,17 +337,19 @@ void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float
   alignas(64) float tmp[T * S * L];
   alignas(64) float out[T * T * L];
   alignas(64) float row[T * L];
-  const std::int64_t plane = p.oh * p.ow, step = ww.o * ww.chunk;
+  const std::int64_t plane = p.oh * p.ow, step = ww.m_step();
   for (std::int64_t g0 = 0; g0 < nt;) {
     const WinogradGroup grp(ww, t0 + g0, nt - g0);
     const std::int64_t rows = std::min(T, p.oh - grp.oy), cols = std::min(T * grp.count, p.ow - grp.ox);
     for (std::int64_t oc = o0; oc < o1; ++oc) {
+      // All L lanes when the chunk's row holds them (the lanes past count are transformed and
+      // dropped); a group at the row's end, only its own.
       const float* src = m + oc * ww.chunk + g0;
-      if (grp.count == L) {
+      if (g0 + L <= ww.chunk) {
         for (std::int64_t e = 0; e < S * S; ++e)
           for (std::int64_t l = 0; l < L; ++l) in[e * L + l] = src[e * step + l];
       } else {
-        for (std::int64_t e = 0; e < S * S; ++e) std::copy_n(src + e * step, grp.count, in + e * L);
+        for (std::int64_t e = 0; e < S * S; ++e) copy_run(src + e * step, grp.count, in + e * L);
       }
       for (std::int64_t j = 0; j < S; ++j) X::template output<L>(in + j * L, S * L, tmp + j * L, S * L);   // columns
       for (std::int64_t i = 0; i < T; ++i) X::template output<L>(tmp + i * S * L, L, out + i * T * L, L);  // rows
@@ -309,7 +367,7 @@ void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float
           for (std::int64_t j = 0; j < cols; ++j) row[j] += res[j];
           if (!epi.chain.empty()) unary_chain(epi.chain, row, row, cols);
         }
-        for (std::int64_t j = 0; j < cols; ++j) dst[i * p.ow + j] = row[j];
+        copy_run(row, cols, dst + i * p.ow);
       }
     }
     g0 += grp.count;
