@@ -205,38 +205,6 @@ std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p
   return ww;
 }
 
-/// dst[0, n) = src[0, n) for a run of a few dozen floats, without a library call. GCC turns a copy
-/// loop into a memcpy call, even one of packets or with a constant bound and a test, and those calls
-/// took a quarter of a 28x28 layer's time. Here each packet starts at min(j, n - S), the last one
-/// overlapping the one before, an address no loop idiom matches: the widest packet the run holds
-/// (full, half or quarter), and single floats under a quarter packet.
-// Eigen's packet types carry alignment attributes that GCC drops (and warns of) when one is a class
-// template's argument, as unpacket_traits' is; the attributes do not matter there.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wignored-attributes"
-#endif
-inline void copy_run(const float* src, std::int64_t n, float* dst) noexcept {
-  const auto packets = [&]<typename P>() {
-    constexpr std::int64_t S = Eigen::internal::unpacket_traits<P>::size;
-    if (n < S) return false;
-    for (std::int64_t j = 0; j < n; j += S) {
-      const std::int64_t at = std::min(j, n - S);
-      Eigen::internal::pstoreu(dst + at, Eigen::internal::ploadu<P>(src + at));
-    }
-    return true;
-  };
-  using P = sgemm::Packet;
-  using Half = typename Eigen::internal::unpacket_traits<P>::half;
-  using Quarter = typename Eigen::internal::unpacket_traits<Half>::half;
-  if (packets.template operator()<P>() || packets.template operator()<Half>() || packets.template operator()<Quarter>())
-    return;
-  for (std::int64_t j = 0; j < n; ++j) dst[j] = src[j];
-}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 /// A group of up to kLanes consecutive tiles of one tile row: its image, its top-left output
 /// position, and how many tiles it holds. Groups start at `t` and never cross a tile row, so their
 /// input and output rows are contiguous runs.
