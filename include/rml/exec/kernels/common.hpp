@@ -128,9 +128,9 @@ inline void deinterleave16(const float* src, float* even, float* odd) {
 
 /// dst[0, n) = src[0, n) for a run of a few dozen floats, without a library call. GCC turns a copy
 /// loop into a memcpy call, even one of packets or with a constant bound and a test, and those calls
-/// took a quarter of a 28x28 Winograd layer's time. Here each packet starts at min(j, n - S), the last one
-/// overlapping the one before, an address no loop idiom matches: the widest packet the run holds
-/// (full, half or quarter), and single floats under a quarter packet.
+/// took a quarter of a 28x28 Winograd layer's time. Here each packet starts at min(j, n - S), the
+/// last one overlapping the one before, an address no loop idiom matches: the widest packet the run
+/// holds (full, half or quarter), and single floats under a quarter packet.
 // Eigen's packet types carry alignment attributes that GCC drops (and warns of) when one is a class
 // template's argument, as unpacket_traits' is; the attributes do not matter there.
 #if defined(__GNUC__) && !defined(__clang__)

@@ -244,7 +244,7 @@ void depthwise_rows_block(const Conv2dPlan& p, const float* padded, const std::i
         for (int r = 0; r < R; ++r) acc[r] += wv * Eigen::Map<const Run>(src + r * row_step);
       }
     }
-    for (int r = 0; r < R; ++r) Eigen::Map<Run>{y + (oy + r)* p.ow + ox} = acc[r];
+    for (int r = 0; r < R; ++r) Eigen::Map<Run>{y + (oy + r) * p.ow + ox} = acc[r];
   }
 }
 
@@ -300,7 +300,7 @@ void depthwise_rows_fixed(const Conv2dPlan& p, const float* padded, const std::i
       }
     }
     RML_UNROLL
-    for (int r = 0; r < R; ++r) Eigen::Map<Run>{y + (oy + r)* p.ow + ox} = acc[r];
+    for (int r = 0; r < R; ++r) Eigen::Map<Run>{y + (oy + r) * p.ow + ox} = acc[r];
   }
 }
 
