@@ -56,7 +56,8 @@ inline std::int64_t conv_tile(const Conv2dPlan& p, std::int64_t threads) noexcep
 /// r = (ci * kh + ky) * kw + kx at output position p, and 0 in the padding.
 inline void im2col(const Conv2dPlan& p, const float* x, float* col, std::int64_t r0, std::int64_t r1, std::int64_t p0,
                    std::int64_t p1, std::int64_t ld = 0) {
-  // Rows of small planes are a few floats long: plain loops, not memset/memcpy calls, per segment.
+  // Rows of small planes are a few floats long: plain loops per segment (GCC still compiles the zero
+  // runs as memset calls; copy_run does the copies elsewhere, and the fills have no such helper yet).
   const std::int64_t len = p1 - p0;
   if (ld == 0) ld = len;
   for (std::int64_t r = r0; r < r1; ++r) {
