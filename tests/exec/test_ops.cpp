@@ -207,7 +207,14 @@ TEST_CASE("binary ops with a constant scalar fuse into their producer's step") {
   // The outputs are checked against NumPy above; here, that the fusion happened (and did not where
   // the scalar would broadcast the value to a larger shape).
   const std::pair<const char*, std::size_t> cases[] = {
-      {"fused_relu6_conv", 1}, {"fused_scalar_chain", 1}, {"fused_scalar_nan", 1}, {"chain_scalar_broadcasts", 2}};
+      {"fused_relu6_conv", 1},
+      {"fused_scalar_chain", 1},
+      {"fused_scalar_nan", 1},
+      {"chain_scalar_broadcasts", 2},
+      {"fused_relu6_depthwise_lanes", 1},
+      {"fused_clip_depthwise_rows", 1},
+      {"fused_clip_pointwise_residual", 1},
+      {"fused_relu6_transposed_residual", 1}};
   for (const auto& [name, steps] : cases) {
     INFO("case ", name);
     CHECK(Executor::create(load_case(name).graph, {1}).value().step_count() == steps);

@@ -787,6 +787,33 @@ def scalar_chain_cases():
     c.output(c.node("mul", [ex, c.const(f32([[2.0]]))], f32(e[None, :] * 2.0)))  # [4] -> [1, 4]: not fused
     c.write()
 
+    # Clamping chains that the kernels apply as they store (sgemm::Finish, conv.hpp's Clamp): values
+    # well past both bounds. A depthwise convolution on short rows (16 + 4 channels interleaved) with
+    # relu6, and on long rows with maximum then minimum (a clip); a 1x1 convolution over 99 positions
+    # (whole panels and a partial one) with a residual and a clip; a 1x1 convolution on a 3 x 5 plane
+    # (turned around: the chain runs in the transpose back) with a residual and relu6.
+    for name, xs, ws, lo, hi, res in (("relu6_depthwise_lanes", (1, 20, 9, 9), (20, 1, 3, 3), None, 6.0, False),
+                                      ("clip_depthwise_rows", (1, 3, 10, 40), (3, 1, 3, 3), -1.5, 2.0, False),
+                                      ("clip_pointwise_residual", (1, 12, 9, 11), (20, 12, 1, 1), -0.5, 1.0, True),
+                                      ("relu6_transposed_residual", (1, 40, 3, 5), (48, 40, 1, 1), None, 6.0, True)):
+        k = ws[1] * ws[2] * ws[3]
+        c = Case("fused_" + name, tol_k(k))
+        x = c.input(f32(r.standard_normal(xs) * 3), "x")
+        w, b = f32(r.standard_normal(ws)), f32(r.standard_normal(ws[0]))
+        groups = xs[1] if ws[1] == 1 else 1
+        attrs = {"groups": groups, "pads": [1, 1, 1, 1]} if groups > 1 else None
+        y = conv_ref(c.arrays[x], w, b, [1, 1], [1, 1, 1, 1] if attrs else [0, 0, 0, 0], [1, 1], groups)
+        out = c.node("conv2d", [x, c.const(w), c.const(b)], f32(y), attrs)
+        if res:
+            rv = f32(r.standard_normal(y.shape) * 3)
+            y = y + rv.astype(np.float64)
+            out = c.node("add", [out, c.input(rv, "r")], f32(y))
+        y = np.maximum(y, 0 if lo is None else lo)
+        out = c.node("relu", [out], f32(y)) if lo is None else c.node("maximum", [out, c.const(f32(lo))], f32(y))
+        y = np.minimum(y, hi)
+        c.output(c.node("minimum", [out, c.const(f32(hi))], f32(y)))
+        c.write()
+
 
 # ---- the dtypes beyond f32 and i32: f16, bf16, i64, bool ----
 EXACT = {"rtol": "0", "atol": "0"}

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "rml/exec/kernels/common.hpp"
@@ -34,6 +36,23 @@ inline void apply_epilogue(const Epilogue& e, BiasAlong along, float* c, std::in
     if (e.residual) out += ConstArrayMap(e.residual + r * ldc + c0, len);
     if (!e.chain.empty()) unary_chain(e.chain, row, row, len);
   }
+}
+
+/// The epilogue as sgemm's store-time finish (bias along `along`), when its chain is a clamp or
+/// empty: at most one ReLU or maximum with a constant, then at most one minimum with a constant
+/// (ReLU, ReLU6, clip), neither constant NaN. Other chains keep to apply_epilogue's pass.
+inline std::optional<sgemm::Finish> finish_of(const Epilogue& e, BiasAlong along) {
+  sgemm::Finish f;
+  (along == BiasAlong::rows ? f.row_bias : f.col_bias) = e.bias;
+  f.residual = e.residual;
+  bool lower = false, upper = false;
+  for (const UnaryStep& s : e.chain) {
+    const bool floor = s.op == OpCode::Relu || s.op == OpCode::Maximum;
+    if (!(floor ? !lower && !upper : s.op == OpCode::Minimum && !upper) || std::isnan(s.scalar)) return std::nullopt;
+    (floor ? f.lo : f.hi) = s.op == OpCode::Relu ? 0.0f : s.scalar;
+    (floor ? lower : upper) = true;
+  }
+  return f;
 }
 
 /// Up to this many rows, matmul runs as one GEMV per row.
@@ -135,14 +154,17 @@ inline void packed_gemm(const PackedWeights& w, const float* a, float* c, float*
   else
     pack(0, blocks);
   const bool has_epilogue = epi && !epi->empty();
+  // A clamping chain (or none) is finished as the tiles are stored; another chain in a pass after.
+  const std::optional<sgemm::Finish> finish = has_epilogue ? finish_of(*epi, BiasAlong::columns) : std::nullopt;
   const std::int64_t panels = (n + sgemm::kNr - 1) / sgemm::kNr;
   const auto run_part = [&](std::int64_t part) {
     const std::int64_t end = std::min(n, panels * (part + 1) / w.parts * sgemm::kNr);
     for (std::int64_t c0 = panels * part / w.parts * sgemm::kNr; c0 < end; c0 += kPackedBlockColumns) {
       const std::int64_t c1 = std::min(end, c0 + kPackedBlockColumns);
+      const std::optional<sgemm::Finish> at = finish ? std::optional(finish->at(0, c0, n)) : std::nullopt;
       sgemm::multiply(packed, k, sgemm::PanelRows{w.panels.data() + c0 * k, k}, c1 - c0, c + c0, n, 0, m, false,
-                      nullptr, true);
-      if (has_epilogue) apply_epilogue(*epi, BiasAlong::columns, c, n, 0, m, c0, c1);
+                      nullptr, true, at ? &*at : nullptr);
+      if (has_epilogue && !finish) apply_epilogue(*epi, BiasAlong::columns, c, n, 0, m, c0, c1);
     }
   };
   run_parts(pool, w.parts, run_part);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "rml/exec/conv_algorithm.hpp"
@@ -307,6 +308,15 @@ void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float
   alignas(64) float out[T * T * L];
   alignas(64) float row[T * L];
   const std::int64_t plane = p.oh * p.ow, step = ww.m_step();
+  // A clamping chain (ReLU) runs inline as Eigen's max and min, with the same bits as unary_chain's
+  // pass and without its call per group and channel.
+  const std::optional<sgemm::Finish> clamp = finish_of(Epilogue{nullptr, epi.chain, nullptr}, BiasAlong::rows);
+  const auto activate = [&](float* v, std::int64_t n) {
+    if (clamp)
+      ArrayMap(v, n) = ArrayMap(v, n).max(clamp->lo).min(clamp->hi);
+    else if (!epi.chain.empty())
+      unary_chain(epi.chain, v, v, n);
+  };
   for (std::int64_t g0 = 0; g0 < nt;) {
     const WinogradGroup grp(ww, t0 + g0, nt - g0);
     const std::int64_t rows = std::min(T, p.oh - grp.oy), cols = std::min(T * grp.count, p.ow - grp.ox);
@@ -324,7 +334,7 @@ void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float
       for (std::int64_t i = 0; i < T; ++i) X::template output<L>(tmp + i * S * L, L, out + i * T * L, L);  // rows
       if (epi.bias) ArrayMap(out, T * T * L) += epi.bias[oc];
       // A residual is laid out as the output: it is added, and the chain run, per stored row.
-      if (!epi.chain.empty() && !epi.residual) unary_chain(epi.chain, out, out, T * T * L);
+      if (!epi.chain.empty() && !epi.residual) activate(out, T * T * L);
       // Output row i of the group: column T * l + j is out[i][j][l]; its first `cols` are inside.
       const std::int64_t at = (grp.image * p.o + oc) * plane + grp.oy * p.ow + grp.ox;
       float* dst = y + at;
@@ -334,7 +344,7 @@ void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float
         if (epi.residual) {
           const float* res = epi.residual + at + i * p.ow;
           for (std::int64_t j = 0; j < cols; ++j) row[j] += res[j];
-          if (!epi.chain.empty()) unary_chain(epi.chain, row, row, cols);
+          if (!epi.chain.empty()) activate(row, cols);
         }
         copy_run(row, cols, dst + i * p.ow);
       }
