@@ -214,7 +214,11 @@ TEST_CASE("binary ops with a constant scalar fuse into their producer's step") {
       {"fused_relu6_depthwise_lanes", 1},
       {"fused_clip_depthwise_rows", 1},
       {"fused_clip_pointwise_residual", 1},
-      {"fused_relu6_transposed_residual", 1}};
+      {"fused_relu6_transposed_residual", 1},
+      {"fused_silu_pointwise", 1},
+      {"fused_silu_pointwise_residual", 1},
+      {"fused_silu_transposed", 1},
+      {"fused_silu_winograd", 1}};
   for (const auto& [name, steps] : cases) {
     INFO("case ", name);
     CHECK(Executor::create(load_case(name).graph, {1}).value().step_count() == steps);

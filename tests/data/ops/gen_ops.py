@@ -814,6 +814,28 @@ def scalar_chain_cases():
         c.output(c.node("minimum", [out, c.const(f32(hi))], f32(y)))
         c.write()
 
+    # SiLU run as the GEMM stores (over each stored tile, out of line) or in the transpose back: a 1x1
+    # convolution over 117 positions (whole panels, then a partial one of 21, or 5, that SIMD packets
+    # cover with an overlapping last one), one over 99 with a residual (a partial panel of 3, under a
+    # packet), a turned-around 1x1 convolution, and a 3x3 convolution that runs through Winograd.
+    for name, xs, ws, res in (("silu_pointwise", (1, 12, 9, 13), (20, 12, 1, 1), False),
+                              ("silu_pointwise_residual", (1, 12, 9, 11), (20, 12, 1, 1), True),
+                              ("silu_transposed", (1, 40, 3, 5), (48, 40, 1, 1), False),
+                              ("silu_winograd", (1, 48, 20, 20), (48, 48, 3, 3), False)):
+        k = ws[1] * ws[2] * ws[3]
+        c = Case("fused_" + name, tol_k(k))
+        x = c.input(f32(r.standard_normal(xs)), "x")
+        w, b = f32(r.standard_normal(ws)), f32(r.standard_normal(ws[0]))
+        pads = [ws[2] // 2] * 4
+        y = conv_ref(c.arrays[x], w, b, [1, 1], pads, [1, 1], 1)
+        out = c.node("conv2d", [x, c.const(w), c.const(b)], f32(y), {"pads": pads})
+        if res:
+            rv = f32(r.standard_normal(y.shape) * 3)
+            y = y + rv.astype(np.float64)
+            out = c.node("add", [out, c.input(rv, "r")], f32(y))
+        c.output(c.node("silu", [out], f32(y / (1 + np.exp(-y)))))
+        c.write()
+
 
 # ---- the dtypes beyond f32 and i32: f16, bf16, i64, bool ----
 EXACT = {"rtol": "0", "atol": "0"}

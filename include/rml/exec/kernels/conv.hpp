@@ -1025,8 +1025,10 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   if (conv_is_depthwise(p)) {
     // A clamping chain (ReLU, ReLU6) is applied as the lanes and rows paths store their outputs
     // (15-25 % of a MobileNetV2 depthwise layer as a pass of its own); other chains, and every
-    // chain of the plane-by-plane path, in a pass after.
-    const std::optional<sgemm::Finish> fused = finish_of(Epilogue{nullptr, epi.chain, nullptr}, BiasAlong::rows);
+    // chain of the plane-by-plane path, in a pass after. (SiLU inside the kernels, even out of line
+    // after each block of rows, slowed their ReLU6 runs 20-50 %; its pass costs less.)
+    std::optional<sgemm::Finish> fused = finish_of(Epilogue{nullptr, epi.chain, nullptr}, BiasAlong::rows);
+    if (fused && fused->silu) fused.reset();
     const Clamp clamp = fused ? Clamp{fused->lo, fused->hi} : Clamp{};
     // Applies the fused activations over planes [from, to) of the output.
     const auto activate = [&](std::int64_t from, std::int64_t to, bool clamped) {

@@ -38,13 +38,17 @@ inline void apply_epilogue(const Epilogue& e, BiasAlong along, float* c, std::in
   }
 }
 
-/// The epilogue as sgemm's store-time finish (bias along `along`), when its chain is a clamp or
-/// empty: at most one ReLU or maximum with a constant, then at most one minimum with a constant
-/// (ReLU, ReLU6, clip), neither constant NaN. Other chains keep to apply_epilogue's pass.
+/// The epilogue as sgemm's store-time finish (bias along `along`), when its chain is empty, SiLU
+/// alone, or a clamp: at most one ReLU or maximum with a constant, then at most one minimum with a
+/// constant (ReLU, ReLU6, clip), neither constant NaN. Other chains keep to apply_epilogue's pass.
 inline std::optional<sgemm::Finish> finish_of(const Epilogue& e, BiasAlong along) {
   sgemm::Finish f;
   (along == BiasAlong::rows ? f.row_bias : f.col_bias) = e.bias;
   f.residual = e.residual;
+  if (e.chain.size() == 1 && e.chain[0].op == OpCode::Silu) {
+    f.silu = true;
+    return f;
+  }
   bool lower = false, upper = false;
   for (const UnaryStep& s : e.chain) {
     const bool floor = s.op == OpCode::Relu || s.op == OpCode::Maximum;

@@ -308,14 +308,16 @@ void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float
   alignas(64) float out[T * T * L];
   alignas(64) float row[T * L];
   const std::int64_t plane = p.oh * p.ow, step = ww.m_step();
-  // A clamping chain (ReLU) runs inline as Eigen's max and min, with the same bits as unary_chain's
-  // pass and without its call per group and channel.
-  const std::optional<sgemm::Finish> clamp = finish_of(Epilogue{nullptr, epi.chain, nullptr}, BiasAlong::rows);
+  // A clamping chain (ReLU) or SiLU runs inline, with unary_chain's expressions (and bits) but
+  // without its call per group and channel.
+  const std::optional<sgemm::Finish> act = finish_of(Epilogue{nullptr, epi.chain, nullptr}, BiasAlong::rows);
   const auto activate = [&](float* v, std::int64_t n) {
-    if (clamp)
-      ArrayMap(v, n) = ArrayMap(v, n).max(clamp->lo).min(clamp->hi);
-    else if (!epi.chain.empty())
-      unary_chain(epi.chain, v, v, n);
+    if (!act) return unary_chain(epi.chain, v, v, n);
+    ArrayMap a(v, n);
+    if (act->silu)
+      a = a / (1.0f + (-a).exp());
+    else
+      a = a.max(act->lo).min(act->hi);
   };
   for (std::int64_t g0 = 0; g0 < nt;) {
     const WinogradGroup grp(ww, t0 + g0, nt - g0);
