@@ -889,7 +889,7 @@ struct Bench {
     add_threads(app, threads);
     add_winograd(app, winograd);
     app->add_option("--parallel-min-work", parallel_min_work,
-                    "steps with less estimated work run on one thread (default 2^23 multiply-adds; 0: every step "
+                    "steps with less estimated work run on one thread (default 2^20 multiply-adds; 0: every step "
                     "may split)")
         ->check(number_in(0, 9.0e18, true));
     app->add_option("--profile", profile,

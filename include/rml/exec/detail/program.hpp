@@ -101,12 +101,13 @@ class WorkspacePool {
   std::vector<std::unique_ptr<Workspace>> free_;
 };
 
-/// The default ExecutorOptions::parallel_min_work: 2^23 multiply-adds, about 100 us of one core of the
-/// 2-vCPU machine it was measured on (GEBP at ~100 G multiply-adds/s). There a hand-off to a spinning
-/// worker takes about 1 us at the median but 30-200 us at the 90th percentile when the other vCPU is
-/// busy, and to a sleeping worker 40-200 us; the 3x32x32 CNN's second convolution (4.7 M multiply-adds)
-/// split over 2 threads was no faster than on one (docs/ops.md, "Threads").
-inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 23;
+/// The default ExecutorOptions::parallel_min_work: 2^20 multiply-adds, about 10 us of one core of the
+/// 2-vCPU machine it was measured on (GEBP at ~100 G multiply-adds/s). A hand-off to a spinning worker
+/// takes about 1 us there. It was 2^23 (100 us), which kept MobileNetV2's 7x7 and 14x14 layers on one
+/// thread: at 2 threads that model took 3.3-3.4 ms against 2.40-2.45 ms at 2^20, 2^19 or 0 (ONNX
+/// Runtime: 2.42 ms), and the 3x32x32 CNN 98-122 against 71-86 us, while the zoo's small models did
+/// not change (docs/ops.md, "Threads").
+inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 20;
 
 /// What build_program compiles for: the executor's options as the program builder reads them.
 struct BuildOptions {
