@@ -898,8 +898,7 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
                         epi.residual ? epi.residual + (n * p.o + g * p.og) * plane : nullptr};
       const std::int64_t panels = (p.og + sgemm::kNr - 1) / sgemm::kNr;
       // Output channels [j0, j1) of a transposed run: Y^T's columns out of yt into the output, and
-      // the epilogue.
-      // The epilogue runs in the transpose when it can (sgemm::Finish), else in a pass after it.
+      // the epilogue, in the transpose when it can (sgemm::Finish), else in a pass after it.
       const std::optional<sgemm::Finish> finish = eg.empty() ? std::nullopt : finish_of(eg, BiasAlong::rows);
       const auto finish_columns = [&](std::int64_t j0, std::int64_t j1) {
         const std::optional<sgemm::Finish> at = finish ? std::optional(finish->at(j0, 0, plane)) : std::nullopt;
