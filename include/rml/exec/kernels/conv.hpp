@@ -1024,8 +1024,9 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   if (conv_is_depthwise(p)) {
     // A clamping chain (ReLU, ReLU6) is applied as the lanes and rows paths store their outputs
     // (15-25 % of a MobileNetV2 depthwise layer as a pass of its own); other chains, and every
-    // chain of the plane-by-plane path, in a pass after. (SiLU inside the kernels, even out of line
-    // after each block of rows, slowed their ReLU6 runs 20-50 %; its pass costs less.)
+    // chain of the plane-by-plane path, in a pass after. SiLU stays a pass here: with it inside the
+    // kernels (inline, then out of line after each block of rows) their ReLU6 runs read 20-50 %
+    // slower, but the VM swung as much between runs of one binary then, so that is not settled.
     std::optional<sgemm::Finish> fused = finish_of(Epilogue{nullptr, epi.chain, nullptr}, BiasAlong::rows);
     if (fused && fused->silu) fused.reset();
     const Clamp clamp = fused ? Clamp{fused->lo, fused->hi} : Clamp{};
