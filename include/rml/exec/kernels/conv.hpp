@@ -41,6 +41,18 @@ inline bool conv_is_pointwise(const Conv2dPlan& p) noexcept {
          p.oh == p.h && p.ow == p.w;
 }
 inline bool conv_is_depthwise(const Conv2dPlan& p) noexcept { return p.cg == 1 && p.og == 1; }
+/// A 1x1 convolution with a stride whose every output position reads inside the input (no padding):
+/// a 1x1 convolution over the input's positions at that stride (ResNet's downsampling projections).
+inline bool conv_is_strided_pointwise(const Conv2dPlan& p) noexcept {
+  return p.kh == 1 && p.kw == 1 && (p.stride_h > 1 || p.stride_w > 1) && p.pad_top == 0 && p.pad_left == 0 &&
+         p.oh > 0 && p.ow > 0 && (p.oh - 1) * p.stride_h < p.h && (p.ow - 1) * p.stride_w < p.w;
+}
+/// The stride-1 convolution over the subsampled input that a strided 1x1 one is.
+inline Conv2dPlan subsampled_plan(const Conv2dPlan& p) noexcept {
+  Conv2dPlan q = p;
+  q.h = p.oh, q.w = p.ow, q.stride_h = q.stride_w = 1, q.dilation_h = q.dilation_w = 1;
+  return q;
+}
 
 /// Output positions per im2col tile on `threads` threads: one tile per thread when each gets at
 /// least 256 positions (each thread then runs im2col and a GEMM on its own columns), otherwise
@@ -671,6 +683,9 @@ struct PackedConvWeights {
   std::vector<std::int64_t> k_offset;
   /// GEMM columns per image and group: the output positions, or `oh * wp` when implicit.
   std::int64_t positions = 0;
+  /// Floats of the subsampled input a strided 1x1 convolution runs over (conv_is_strided_pointwise);
+  /// everything else is packed for subsampled_plan.
+  std::int64_t subsampled = 0;
   /// Set when the convolution runs through Winograd instead (kernels/winograd.hpp).
   std::shared_ptr<const WinogradWeights> winograd;
 
@@ -708,7 +723,8 @@ struct PackedConvWeights {
     if (winograd) return winograd->scratch_bytes();
     // Transposed runs read B in whole packed panels: no partial panel to copy.
     const std::int64_t per_part = transposed ? 0 : split_rows ? sgemm::kPanelFloats : part_floats();
-    const std::int64_t floats = padded_floats() + shared_floats() + packed_x_floats() + yt_floats() + parts * per_part;
+    const std::int64_t floats =
+        subsampled + padded_floats() + shared_floats() + packed_x_floats() + yt_floats() + parts * per_part;
     return static_cast<std::size_t>(floats) * sizeof(float);
   }
 
@@ -718,9 +734,16 @@ struct PackedConvWeights {
 
 /// Packs conv2d weights `w` ([o, cg, kh, kw]) for runs of plan `p` on `threads` threads; as
 /// Winograd weights when `winograd` allows it and it pays (winograd_weights_for).
-inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPlan& p, const float* w, int threads,
+inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPlan& plan, const float* w, int threads,
                                                                   Winograd winograd = Winograd::f2) {
   auto pw = std::make_shared<PackedConvWeights>();
+  // A strided 1x1 convolution runs as a 1x1 one over its input subsampled first (a copy of the
+  // positions it reads), not through im2col: ResNet-50's 1024 -> 2048 projection onto 7 x 7 took
+  // 1.29-1.36 -> 0.88 ms at 1 thread with its weights cold, its 512 -> 1024 one onto 14 x 14
+  // 1.12-1.14 -> 0.98-1.06 ms.
+  const bool subsample = conv_is_strided_pointwise(plan);
+  const Conv2dPlan p = subsample ? subsampled_plan(plan) : plan;
+  if (subsample) pw->subsampled = (p.n * p.c * p.h * p.w + 15) / 16 * 16;
   if ((pw->winograd = winograd_weights_for(p, w, threads, winograd))) return pw;
   const std::int64_t kdim = p.cg * p.kh * p.kw, plane = std::max<std::int64_t>(p.oh * p.ow, 1);
   pw->kdim = kdim, pw->og = p.og, pw->pointwise = conv_is_pointwise(p);
@@ -728,12 +751,14 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // few positions for every thread to get a tile, the threads split the output channels instead.
   const std::int64_t nr = sgemm::kNr;
   const bool split = threads > 1 && plane * kdim * p.og * p.groups >= 2 * kGemmPartFlops;
-  // Also turned around: 1x1 convolutions that narrow the channels on planes up to 16x16, so each
-  // weight panel streams once while the input, read in place, stays in L2 (MobileNetV2's 14x14
-  // projections: 89 -> 62 us for 384 -> 64, 173 -> 141 us for 576 -> 96; the widening ones measured
-  // no better turned around).
-  const bool narrowing = conv_is_pointwise(p) && plane <= 256 && p.og <= kdim;
-  pw->transposed = (plane < 2 * nr || narrowing) && p.og >= nr;
+  // Also turned around: 1x1 convolutions on planes up to 16x16 that narrow the channels or read at
+  // least 96, so each weight panel streams once while the input, read in place, stays in L2
+  // (MobileNetV2's 14x14 projections: 89 -> 62 us for 384 -> 64, 173 -> 141 us for 576 -> 96;
+  // ResNet-50's 256 -> 1024 on 14x14: 498 -> 465-493 us at 1 thread, 296 -> 271-275 at 2, and its
+  // 512 -> 1024 projection 1095 -> 920 us). Shallower widening ones, 64 -> 384 and 24 -> 144, ran
+  // 1.2x slower that way at 2 threads, where the threads split the channels.
+  const bool small_plane_1x1 = conv_is_pointwise(p) && plane <= 256 && (p.og <= kdim || kdim >= 96);
+  pw->transposed = (plane < 2 * nr || small_plane_1x1) && p.og >= nr;
   // Small planes keep to tiles of positions while every thread gets two: a split of the channels
   // would have every thread read the whole im2col matrix, nine times the input for a 3x3 kernel,
   // and half of it from the other core (a 32->64-channel 3x3 convolution onto 16x16 took 82-110 us
@@ -862,9 +887,10 @@ inline void packed_conv_block(const Conv2dPlan& p, const PackedConvWeights& pw, 
   if (!epi.empty() && !finish) apply_epilogue(epi, BiasAlong::rows, yg, plane, r0, r1, first, last);
 }
 
-/// conv2d over weights packed at create. `scratch` holds pw.scratch_bytes().
-inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y, float* scratch,
-                          const ThreadPool* pool, const Epilogue& epi) {
+/// conv2d over weights packed at create, `x` already subsampled when pw.subsampled is set (as the
+/// plan `p` then says). `scratch` holds pw.scratch_bytes() less the subsampled input.
+inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y,
+                               float* scratch, const ThreadPool* pool, const Epilogue& epi) {
   if (pw.winograd) return winograd_conv2d(p, *pw.winograd, x, y, scratch, pool, epi);
   const bool pointwise = pw.pointwise;
   const std::int64_t plane_in = p.h * p.w, plane = p.oh * p.ow;
@@ -1019,6 +1045,22 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
       run_parts(pool, pw.parts, run_part);
     }
   }
+}
+
+/// conv2d over weights packed at create. `scratch` holds pw.scratch_bytes().
+inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y, float* scratch,
+                          const ThreadPool* pool, const Epilogue& epi) {
+  if (pw.subsampled == 0) return packed_conv2d_over(p, pw, x, y, scratch, pool, epi);
+  // Rows of the subsampled input, the threads splitting the planes' rows.
+  const Conv2dPlan q = subsampled_plan(p);
+  const std::int64_t rows = p.n * p.c * q.h;
+  parallel_ranges(pool, rows, work_grain(q.w), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t plane = r / q.h, oy = r % q.h;
+      copy_strided(x + (plane * p.h + oy * p.stride_h) * p.w, p.stride_w, q.w, scratch + r * q.w);
+    }
+  });
+  packed_conv2d_over(q, pw, scratch, y, scratch + pw.subsampled, pool, epi);
 }
 
 template <typename T>
