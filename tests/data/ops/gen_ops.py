@@ -1319,6 +1319,41 @@ def gemm16_cases():
             c.write()
 
 
+def subsample_pool_cases():
+    """Strided 1x1 convolutions run over a subsampled copy of their input, widening 1x1 convolutions on
+    small planes turned around, and stride-2 max pools whose bands of rows fold as one (with its own
+    generator, so adding them left every other case's data unchanged)."""
+    r = np.random.default_rng(20261203)
+    cases = {
+        # Subsampled: strides (2, 2) over odd extents, (2, 1) grouped over two images, and one whose
+        # bottom padding reads outside the input (no subsample: the im2col path).
+        "subsampled_2x2": dict(x=(1, 40, 13, 11), w=(70, 40, 1, 1), attrs={"strides": [2, 2]}, bias=True),
+        "subsampled_2x1_grouped": dict(x=(2, 24, 9, 10), w=(36, 12, 1, 1), attrs={"strides": [2, 1], "groups": 2}),
+        "strided_pointwise_padded": dict(x=(1, 16, 8, 8), w=(20, 16, 1, 1),
+                                         attrs={"strides": [2, 2], "pads": [0, 0, 1, 1]}, bias=True),
+        # Widening on a 9 x 9 plane from 100 channels: turned around, the channels the GEMM's columns.
+        "pointwise_widening_turned": dict(x=(1, 100, 9, 9), w=(150, 100, 1, 1), attrs={}, bias=True),
+    }
+    for name, spec in cases.items():
+        attrs = spec["attrs"]
+        x, w = f32(r.standard_normal(spec["x"])), f32(r.standard_normal(spec["w"]))
+        bias = f32(r.standard_normal(spec["w"][0])) if spec.get("bias") else None
+        inputs = [x, w] + ([bias] if bias is not None else [])
+        y = conv_ref(x, w, bias, attrs.get("strides", [1, 1]), attrs.get("pads", [0, 0, 0, 0]), [1, 1],
+                     attrs.get("groups", 1))
+        one_op("conv2d_" + name, "conv2d", inputs, f32(y), attrs, meta=tol_k(spec["w"][1]), consts=(1, 2))
+    # Max pools 3x3 / pad 1 and 2x2 at stride 2 over rows wide enough that a plane folds in several
+    # bands (4096 floats a band: 6 rows of 600, 4 of 1024), with NaNs, which win.
+    x = f32(r.standard_normal((1, 2, 14, 600)))
+    x[0, 1, 5, 17] = np.nan
+    one_op("max_pool2d_s2_bands_3x3", "max_pool2d", [x], f32(pool_ref(x, [3, 3], [2, 2], [1] * 4, "max")),
+           {"kernel": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})
+    x = f32(r.standard_normal((1, 3, 13, 1024)))
+    x[0, 2, 8, 1001] = np.nan
+    one_op("max_pool2d_s2_bands_2x2", "max_pool2d", [x], f32(pool_ref(x, [2, 2], [2, 2], [0] * 4, "max")),
+           {"kernel": [2, 2], "strides": [2, 2]})
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -1341,6 +1376,7 @@ def main():
     fused_block_cases()
     pow_mod_argmax_cases()
     gemm16_cases()
+    subsample_pool_cases()
 
 
 if __name__ == "__main__":
