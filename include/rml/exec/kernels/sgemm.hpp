@@ -248,9 +248,10 @@ struct Prefetch {
   }
 };
 
-/// C[0..MR, 0..kNr) (+)= A block (MR rows, depth steps [k0, k0 + kc)) times B's rows [k0, k0 + kc)
-/// from column `col`. Stores rows [0, rows) and columns [0, cols) of the tile.
-template <int MR, typename Block, typename Rows>
+/// C[0..MR, 0..NP * kLanes) (+)= A block (MR rows, depth steps [k0, k0 + kc)) times B's rows
+/// [k0, k0 + kc) from column `col`: NP packets of columns, two (kNr) or one (a last panel that holds
+/// no more). Stores rows [0, rows) and columns [0, cols) of the tile.
+template <int MR, int NP = 2, typename Block, typename Rows>
 inline void micro_tile(const Block& a, const Rows& b, std::int64_t col, std::int64_t k0, std::int64_t kc, float* c,
                        std::int64_t ldc, bool accumulate, std::int64_t rows, std::int64_t cols,
                        const Finish* fin = nullptr, Prefetch pf = {}) {
@@ -265,12 +266,18 @@ inline void micro_tile(const Block& a, const Rows& b, std::int64_t col, std::int
   const auto step = [&](std::int64_t k) RML_INLINE_LAMBDA {
     const float* ak = a.at(k);
     const float* bk = b.at(k, col);
-    const Packet b0 = ploadu<Packet>(bk), b1 = ploadu<Packet>(bk + kLanes);
-    RML_UNROLL
-    for (int r = 0; r < MR; ++r) {
-      const Packet ar = pset1<Packet>(ak[r]);
-      lo[r] = pmadd(ar, b0, lo[r]);
-      hi[r] = pmadd(ar, b1, hi[r]);
+    const Packet b0 = ploadu<Packet>(bk);
+    if constexpr (NP == 2) {
+      const Packet b1 = ploadu<Packet>(bk + kLanes);
+      RML_UNROLL
+      for (int r = 0; r < MR; ++r) {
+        const Packet ar = pset1<Packet>(ak[r]);
+        lo[r] = pmadd(ar, b0, lo[r]);
+        hi[r] = pmadd(ar, b1, hi[r]);
+      }
+    } else {
+      RML_UNROLL
+      for (int r = 0; r < MR; ++r) lo[r] = pmadd(pset1<Packet>(ak[r]), b0, lo[r]);
     }
   };
   // The steps that ask for a line each, then the rest: a test in one loop (a branch or a pointer
@@ -284,7 +291,7 @@ inline void micro_tile(const Block& a, const Rows& b, std::int64_t col, std::int
   for (; k < k0 + kc; ++k) step(k);
   // Loops over the tile's rows run to the constant MR, so they unroll and the accumulators stay in
   // registers (a loop bounded by `rows` made GCC keep them on the stack through the depth loop).
-  if (cols == kNr) {
+  if (NP == 2 && cols == kNr) {
     RML_UNROLL
     for (int r = 0; r < MR; ++r) {
       if (r >= rows) continue;
@@ -311,7 +318,7 @@ inline void micro_tile(const Block& a, const Rows& b, std::int64_t col, std::int
   for (int r = 0; r < MR; ++r) {
     if (r >= rows) continue;
     pstoreu(tile, lo[r]);
-    pstoreu(tile + kLanes, hi[r]);
+    if constexpr (NP == 2) pstoreu(tile + kLanes, hi[r]);
     float* cr = c + r * ldc;
     for (std::int64_t j = 0; j < cols; ++j) cr[j] = accumulate ? cr[j] + tile[j] : tile[j];
     if (fin)
@@ -322,20 +329,20 @@ inline void micro_tile(const Block& a, const Rows& b, std::int64_t col, std::int
 
 /// One row block of kMr packed rows, `rows` of them valid: a tile with as few register rows as
 /// cover them (the packed block is zero past them).
-template <typename Block, typename Rows>
+template <int NP = 2, typename Block, typename Rows>
 inline void row_block(const Block& a, const Rows& b, std::int64_t col, std::int64_t k0, std::int64_t kc, float* c,
                       std::int64_t ldc, bool accumulate, std::int64_t rows, std::int64_t cols,
                       const Finish* fin = nullptr, Prefetch pf = {}) {
   if (rows > 8)
-    micro_tile<kMr>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols, fin, pf);
+    micro_tile<kMr, NP>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols, fin, pf);
   else if (rows > 4)
-    micro_tile<(kMr < 8 ? kMr : 8)>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols, fin, pf);
+    micro_tile<(kMr < 8 ? kMr : 8), NP>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols, fin, pf);
   else if (rows > 2)
-    micro_tile<4>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols, fin, pf);
+    micro_tile<4, NP>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols, fin, pf);
   else if (rows > 1)
-    micro_tile<2>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols, fin, pf);
+    micro_tile<2, NP>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols, fin, pf);
   else
-    micro_tile<1>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols, fin, pf);
+    micro_tile<1, NP>(a, b, col, k0, kc, c, ldc, accumulate, rows, cols, fin, pf);
 }
 
 /// A tile of exactly `rows` (1..kMr) register rows, for an A read in place, which holds no values
@@ -429,13 +436,22 @@ void multiply(const float* a, std::int64_t depth, const Rows& b, std::int64_t co
       const Finish* fin = nullptr;
       if (finish && k0 + kc == depth) at = finish->at(rb, j, ldc), fin = &at;
       const Prefetch pf = prefetch(rb, j);
+      // A last panel of one packet of columns at most computes that packet alone (Winograd's
+      // 98-tile chunks at 2 threads had spent a quarter of their products on a panel of 2 columns).
+      const bool one_packet = cols - j <= kLanes;
+      const std::int64_t stored = one_packet ? (b_padded ? kLanes : cols - j) : b_padded ? kNr : std::min(kNr, cols - j);
       if (j < whole) {
-        row_block(PackedBlock{ab}, b, j, k0, kc, cb, ldc, k0 > 0, valid, b_padded ? kNr : std::min(kNr, cols - j),
-                  fin, pf);
+        if (one_packet)
+          row_block<1>(PackedBlock{ab}, b, j, k0, kc, cb, ldc, k0 > 0, valid, stored, fin, pf);
+        else
+          row_block(PackedBlock{ab}, b, j, k0, kc, cb, ldc, k0 > 0, valid, stored, fin, pf);
       } else {
         // The copied panel holds depth steps [k0, k0 + kc) from its row 0: A from the same step.
-        row_block(PackedBlock{ab + k0 * kMr}, StridedRows{panel, kNr}, 0, 0, kc, cb, ldc, k0 > 0, valid, cols - j,
-                  fin, pf);
+        const PackedBlock at_k0{ab + k0 * kMr};
+        if (one_packet)
+          row_block<1>(at_k0, StridedRows{panel, kNr}, 0, 0, kc, cb, ldc, k0 > 0, valid, stored, fin, pf);
+        else
+          row_block(at_k0, StridedRows{panel, kNr}, 0, 0, kc, cb, ldc, k0 > 0, valid, stored, fin, pf);
       }
     };
     if (resident) {
