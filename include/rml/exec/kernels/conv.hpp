@@ -751,19 +751,6 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // few positions for every thread to get a tile, the threads split the output channels instead.
   const std::int64_t nr = sgemm::kNr;
   const bool split = threads > 1 && plane * kdim * p.og * p.groups >= 2 * kGemmPartFlops;
-  // Also turned around: 1x1 convolutions on planes up to 16x16 that narrow the channels or read at
-  // least 96, so each weight panel streams once while the input, read in place, stays in L2
-  // (MobileNetV2's 14x14 projections: 89 -> 62 us for 384 -> 64, 173 -> 141 us for 576 -> 96;
-  // ResNet-50's 256 -> 1024 on 14x14: 498 -> 465-493 us at 1 thread, 296 -> 271-275 at 2, and its
-  // 512 -> 1024 projection 1095 -> 920 us). Shallower widening ones, 64 -> 384 and 24 -> 144, ran
-  // 1.2x slower that way at 2 threads, where the threads split the channels.
-  const bool small_plane_1x1 = conv_is_pointwise(p) && plane <= 256 && (p.og <= kdim || kdim >= 96);
-  pw->transposed = (plane < 2 * nr || small_plane_1x1) && p.og >= nr;
-  // Small planes keep to tiles of positions while every thread gets two: a split of the channels
-  // would have every thread read the whole im2col matrix, nine times the input for a 3x3 kernel,
-  // and half of it from the other core (a 32->64-channel 3x3 convolution onto 16x16 took 82-110 us
-  // at 2 threads that way, 58 us by tiles).
-  pw->split_rows = !pw->transposed && split && (plane + nr - 1) / nr < 2 * threads && p.og >= 2 * sgemm::kMr;
   // The padded input is read when the kernel reads every phase (stride 1, or an undilated kernel at
   // least as wide as its stride) and the phase width wastes at most a quarter of the work.
   const std::int64_t sh = p.stride_h, sw = p.stride_w;
@@ -771,13 +758,31 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   const std::int64_t hp = p.oh + ext_h / sh, wp = p.ow + ext_w / sw;
   const bool every_phase =
       (sh == 1 || (p.dilation_h == 1 && p.kh >= sh)) && (sw == 1 || (p.dilation_w == 1 && p.kw >= sw));
+  // Also turned around, on planes up to 16x16: convolutions that read at least 96 values per output
+  // and the turned-around product can read in place, and 1x1 convolutions that narrow the channels.
+  // Each weight panel then streams once while the input, read in place, stays in L2, and no
+  // padded width is computed (MobileNetV2's 14x14 projections: 89 -> 62 us for 384 -> 64, 173 ->
+  // 141 us for 576 -> 96; ResNet-50's 256 -> 1024 on 14x14: 498 -> 465-493 us at 1 thread, 296 ->
+  // 271-275 at 2, its 512 -> 1024 projection 1095 -> 920 us; the 3x32x32 CNN's 32 -> 64 3x3 on
+  // 16x16 51 -> 44 us, ResNet's 128 -> 256 stride-2 3x3 onto 14x14 660-720 -> 575-620 us). Shallower
+  // widening 1x1 ones, 64 -> 384 and 24 -> 144, ran 1.2x slower that way at 2 threads, where the
+  // threads split the channels.
+  const bool reads_in_place = conv_is_pointwise(p) || (every_phase && 2 * p.ow >= sgemm::kMr);
+  const bool small_plane =
+      plane <= 256 && ((kdim >= 96 && reads_in_place) || (conv_is_pointwise(p) && p.og <= kdim));
+  pw->transposed = (plane < 2 * nr || small_plane) && p.og >= nr;
+  // Small planes keep to tiles of positions while every thread gets two: a split of the channels
+  // would have every thread read the whole im2col matrix, nine times the input for a 3x3 kernel,
+  // and half of it from the other core (a 32->64-channel 3x3 convolution onto 16x16 took 82-110 us
+  // at 2 threads that way, 58 us by tiles).
+  pw->split_rows = !pw->transposed && split && (plane + nr - 1) / nr < 2 * threads && p.og >= 2 * sgemm::kMr;
   pw->positions = plane;
   // Transposed runs read in place whenever the padded input serves (a tile is part of one output
   // row, so the padded width wastes nothing) and a row holds half a tile's rows at least: a tile of
   // 2 or 4 rows keeps too few sums in flight (MobileNetV2's 1x1 convolutions on 4x4 planes took 22
   // -> 29 us that way at 64x64). A 1x1 convolution's plane is one row: its input is contiguous.
   pw->implicit = !pw->split_rows && !pw->transposed && every_phase && !pw->pointwise && 4 * wp <= 5 * p.ow;
-  pw->direct = pw->transposed && (pw->pointwise || (every_phase && 2 * p.ow >= sgemm::kMr));
+  pw->direct = pw->transposed && reads_in_place;
   if (pw->implicit || pw->direct) {
     pw->hp = hp, pw->wp = wp, pw->sh = sh, pw->sw = sw, pw->planes = p.cg * sh * sw;
     if (pw->implicit) pw->positions = p.oh * wp;
