@@ -1352,6 +1352,13 @@ def subsample_pool_cases():
     x[0, 2, 8, 1001] = np.nan
     one_op("max_pool2d_s2_bands_2x2", "max_pool2d", [x], f32(pool_ref(x, [2, 2], [2, 2], [0] * 4, "max")),
            {"kernel": [2, 2], "strides": [2, 2]})
+    # A 3x3 stride-2 convolution onto a 20 x 15 plane (300 positions, 144 values per output): turned
+    # around, read in place, over 40 channels (a panel and a part).
+    x, w = f32(r.standard_normal((1, 16, 40, 30))), f32(r.standard_normal((40, 16, 3, 3)))
+    bias = f32(r.standard_normal(40))
+    y = conv_ref(x, w, bias, [2, 2], [1, 1, 1, 1], [1, 1], 1)
+    one_op("conv2d_turned_strided_3x3", "conv2d", [x, w, bias], f32(y), {"strides": [2, 2], "pads": [1, 1, 1, 1]},
+           meta=tol_k(144), consts=(1, 2))
 
 
 def main():

@@ -758,18 +758,22 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   const std::int64_t hp = p.oh + ext_h / sh, wp = p.ow + ext_w / sw;
   const bool every_phase =
       (sh == 1 || (p.dilation_h == 1 && p.kh >= sh)) && (sw == 1 || (p.dilation_w == 1 && p.kw >= sw));
-  // Also turned around, on planes up to 16x16: convolutions that read at least 96 values per output
-  // and the turned-around product can read in place, and 1x1 convolutions that narrow the channels.
+  // Also turned around, on planes up to 16x16 (32x32 for kernels wider than 1x1): convolutions that
+  // read at least 96 values per output and the turned-around product can read in place, and 1x1
+  // convolutions that narrow the channels.
   // Each weight panel then streams once while the input, read in place, stays in L2, and no
   // padded width is computed (MobileNetV2's 14x14 projections: 89 -> 62 us for 384 -> 64, 173 ->
   // 141 us for 576 -> 96; ResNet-50's 256 -> 1024 on 14x14: 498 -> 465-493 us at 1 thread, 296 ->
   // 271-275 at 2, its 512 -> 1024 projection 1095 -> 920 us; the 3x32x32 CNN's 32 -> 64 3x3 on
-  // 16x16 51 -> 44 us, ResNet's 128 -> 256 stride-2 3x3 onto 14x14 660-720 -> 575-620 us). Shallower
+  // 16x16 51 -> 44 us, ResNet's 128 -> 256 stride-2 3x3 onto 14x14 660-720 -> 575-620 us, its
+  // 64 -> 128 one onto 28x28 595 -> 557-562 us, 316-366 -> 298-310 at 2 threads; ResNet's 7x7
+  // stem onto 112x112 ran 1.15x slower turned around, 1x1 ones on 28x28 within 3 %). Shallower
   // widening 1x1 ones, 64 -> 384 and 24 -> 144, ran 1.2x slower that way at 2 threads, where the
   // threads split the channels.
-  const bool reads_in_place = conv_is_pointwise(p) || (every_phase && 2 * p.ow >= sgemm::kMr);
-  const bool small_plane =
-      plane <= 256 && ((kdim >= 96 && reads_in_place) || (conv_is_pointwise(p) && p.og <= kdim));
+  const bool pointwise = conv_is_pointwise(p);
+  const bool reads_in_place = pointwise || (every_phase && 2 * p.ow >= sgemm::kMr);
+  const bool small_plane = (kdim >= 96 && reads_in_place && plane <= (pointwise ? 256 : 1024)) ||
+                           (pointwise && plane <= 256 && p.og <= kdim);
   pw->transposed = (plane < 2 * nr || small_plane) && p.og >= nr;
   // Small planes keep to tiles of positions while every thread gets two: a split of the channels
   // would have every thread read the whole im2col matrix, nine times the input for a 3x3 kernel,
