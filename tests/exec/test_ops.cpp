@@ -187,7 +187,7 @@ TEST_CASE("16-bit matmul and conv2d match NumPy with their weights widened at cr
     check_outputs(c, *out, "executor x1, weights widened");
     ++ran;
   }
-  CHECK(ran == 12);
+  CHECK(ran == 20);
 }
 
 TEST_CASE("16-bit matmul packs a constant transposed weight as stored, unless its weights are widened") {

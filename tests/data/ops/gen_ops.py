@@ -1361,6 +1361,42 @@ def subsample_pool_cases():
            meta=tol_k(144), consts=(1, 2))
 
 
+def half_bulk_cases():
+    """f16 and bf16 through the vector conversions (kernels/convert16.hpp) and the f32 kernels they
+    feed: a run longer than the binary kernel's blocks, rows against a broadcast column and a scalar,
+    reductions over rows longer than a block (a NaN wins a max) and over lanes; then convolutions
+    and a matmul over constant weights, which f16 widens and packs as f32 at create (Winograd
+    F(2, 3) over 48 channels, a strided 1x1, a 1x1) and bf16 keeps 16-bit. Their own generator."""
+    r = np.random.default_rng(20261204)
+    for t, (rnd, wid, ulp) in HALF.items():
+        a, b = rnd(f32(r.standard_normal(1300) * 3)), rnd(f32(r.standard_normal(1300) * 3))
+        one_op("%s_mul_long_run" % t, "mul", [a, b], rnd(wid(a) * wid(b)), meta=EXACT)
+        a, b = rnd(f32(r.standard_normal((5, 37)))), rnd(f32(r.standard_normal((5, 1))))
+        one_op("%s_sub_column" % t, "sub", [a, b], rnd(wid(a) - wid(b)), meta=EXACT)
+        a, s = rnd(f32(r.standard_normal((4, 40)))), rnd(f32([1.7]))
+        one_op("%s_div_scalar_left" % t, "div", [s, a], rnd(wid(s) / wid(a)), meta=EXACT)
+        x = rnd(f32(r.standard_normal(2500)))
+        one_op("%s_unary_relu_long" % t, "relu", [x], rnd(np.maximum(wid(x), f32(0))), meta=EXACT)
+        tol = dict(ulp, atol="1e-6")
+        x = rnd(f32(r.standard_normal((3, 2100))))
+        one_op("%s_mean_long_rows" % t, "mean", [x], rnd(f32(np.mean(wid(x).astype(np.float64), axis=1))),
+               {"axes": [1]}, meta=tol)
+        x[1, 1500] = rnd(f32([np.nan]))[0]
+        one_op("%s_max_long_rows_nan" % t, "max", [x], rnd(np.max(wid(x), axis=1)), {"axes": [1]}, meta=EXACT)
+        x = rnd(f32(r.standard_normal((2, 6, 1100))))
+        one_op("%s_sum_lanes" % t, "sum", [x], rnd(f32(np.sum(wid(x).astype(np.float64), axis=1))), {"axes": [1]},
+               meta=tol)
+        for name, spec in (("winograd", dict(x=(1, 48, 12, 10), w=(48, 48, 3, 3), attrs={"pads": [1, 1, 1, 1]})),
+                           ("strided_pointwise", dict(x=(1, 32, 9, 9), w=(40, 32, 1, 1), attrs={"strides": [2, 2]})),
+                           ("pointwise", dict(x=(2, 20, 6, 7), w=(24, 20, 1, 1), attrs={}))):
+            x, w, bias, y, k = half_conv(r, rnd, wid, spec)
+            one_op("%s_conv2d_%s" % (t, name), "conv2d", [x, w, bias], rnd(f32(y)), spec["attrs"],
+                   meta=half_tol(ulp, k), consts=(1, 2))
+        a, b = rnd(f32(r.standard_normal((40, 72)))), rnd(f32(r.standard_normal((72, 50))))
+        y = np.matmul(wid(a).astype(np.float64), wid(b).astype(np.float64))
+        one_op("%s_matmul_packed" % t, "matmul", [a, b], rnd(f32(y)), meta=half_tol(ulp, 72), consts=(1,))
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -1384,6 +1420,7 @@ def main():
     pow_mod_argmax_cases()
     gemm16_cases()
     subsample_pool_cases()
+    half_bulk_cases()
 
 
 if __name__ == "__main__":

@@ -545,6 +545,18 @@ class ProgramBuilder {
     const ValueId b = transposed ? static_cast<ValueId>(transposed_weight_[i]) : node.inputs[1];
     if (!is_half_dtype(s.kernel.dtype) || p_->home[b] != ValueHome::constant || !packable(mm, s.kernel.dtype)) return;
     const Tensor& w = p_->constants[b];
+    if (s.kernel.dtype == DType::f16 && packable(mm)) {
+      // As pack_widened_conv_of: the f32 GEMM over weights widened now, when the product is no GEMV
+      // (a GEMV streams its weights once, and the 16-bit ones are half the bytes).
+      std::vector<float> wide(static_cast<std::size_t>(w.numel()));
+      widen_n(w.data<f16>(), wide.data(), w.numel());
+      auto packed = pack_weights(wide.data(), mm.k, mm.n, mm.m, threads_, transposed);
+      s.scratch_bytes = widened_matmul_scratch_bytes(*packed);
+      s.packed = std::move(packed);
+      s.fn = &widened_packed_matmul<f16>;
+      s.inputs[1] = b;
+      return;
+    }
     if (s.kernel.dtype == DType::bf16) {
       s.packed = pack_half_matmul(w.data<bf16>(), mm.k, mm.n, threads_, transposed);
       s.fn = &half_matmul_kernel<bf16>;
@@ -556,17 +568,35 @@ class ProgramBuilder {
     s.inputs[1] = b;
   }
 
-  /// A 16-bit conv2d (not depthwise) with constant weights runs through the 16-bit GEMM, reading
-  /// the weights where they are.
+  /// A 16-bit conv2d (not depthwise) with constant weights: bf16 runs through the 16-bit GEMM,
+  /// reading the weights where they are; f16 through the f32 kernels (pack_widened_conv_of).
   void plan_half_conv_of(Step& s, const NodeDef& node) {
     const auto& cp = s.kernel.as<Conv2dPlan>();
     if (!is_half_dtype(s.kernel.dtype) || widen_16bit_ || p_->home[node.inputs[1]] != ValueHome::constant ||
         conv_is_depthwise(cp) || cp.og == 0 || cp.oh * cp.ow == 0 || cp.cg * cp.kh * cp.kw == 0)
       return;
-    const bool bf = s.kernel.dtype == DType::bf16;
-    s.packed = bf ? plan_half_conv<bf16>(cp, threads_) : plan_half_conv<f16>(cp, threads_);
-    s.fn = bf ? &half_conv2d_kernel<bf16> : &half_conv2d_kernel<f16>;
+    if (s.kernel.dtype == DType::f16) {
+      pack_widened_conv_of(s, node);
+      return;
+    }
+    s.packed = plan_half_conv<bf16>(cp, threads_);
+    s.fn = &half_conv2d_kernel<bf16>;
     s.scratch_bytes = static_cast<const Half16Packed*>(s.packed.get())->scratch;
+  }
+
+  /// An f16 conv2d (not depthwise) with constant weights widens them to f32 and packs them as an f32
+  /// convolution's, Winograd included: the f32 kernels with a conversion pass on either side are
+  /// faster than the 16-bit GEMM's f16 path, which widens its operand inside the multiply loop
+  /// (bf16 keeps that path: VDPBF16PS multiplies bf16 pairs at twice the f32 rate).
+  void pack_widened_conv_of(Step& s, const NodeDef& node) {
+    const auto& cp = s.kernel.as<Conv2dPlan>();
+    const Tensor& w = p_->constants[node.inputs[1]];
+    std::vector<float> wide(static_cast<std::size_t>(w.numel()));
+    widen_n(w.data<f16>(), wide.data(), w.numel());
+    auto packed = pack_conv_weights(cp, wide.data(), threads_, winograd_);
+    s.scratch_bytes = widened_conv_scratch_bytes(cp, *packed);
+    s.packed = std::move(packed);
+    s.fn = &widened_packed_conv2d<f16>;
   }
 
   /// `matmul(x, transpose(W))` with W a constant 2-D f32 and the transpose read by that matmul alone

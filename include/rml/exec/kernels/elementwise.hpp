@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "rml/exec/kernels/common.hpp"
+#include "rml/exec/kernels/convert16.hpp"
 
 namespace rml::detail {
 
@@ -146,15 +147,18 @@ template <typename T>
 void unary_chain_half(std::span<const UnaryStep> chain, const T* x, T* y, std::int64_t n) {
   constexpr std::int64_t block = 1024;
   float buf[block];
+  T rounded[block];
   for (std::int64_t b = 0; b < n; b += block) {
     const std::int64_t len = std::min(block, n - b);
-    for (std::int64_t i = 0; i < len; ++i) buf[i] = load(x[b + i]);
+    widen_n(x + b, buf, len);
     for (std::size_t s = 0; s < chain.size(); ++s) {
       unary_apply(chain[s], buf, buf, len);
-      if (s + 1 < chain.size())
-        for (std::int64_t i = 0; i < len; ++i) buf[i] = load(store<T>(buf[i]));
+      if (s + 1 < chain.size()) {
+        narrow_n(buf, rounded, len);
+        widen_n(rounded, buf, len);
+      }
     }
-    for (std::int64_t i = 0; i < len; ++i) y[b + i] = store<T>(buf[i]);
+    narrow_n(buf, y + b, len);
   }
 }
 
@@ -344,6 +348,21 @@ Status binary_kernel_any(const BroadcastPlan& p, const KernelArgs& args) {
   return {};
 }
 
+/// `out[0, n) = op(x, y)` through Eigen, each operand a run of n (`*_run`: its stride along the
+/// innermost dimension is 1) or the one scalar at its pointer (stride 0).
+template <OpCode Op>
+void binary_run(const float* x, bool x_run, const float* y, bool y_run, float* out, std::int64_t n) {
+  ArrayMap z(out, n);
+  if (x_run && y_run)
+    z = BinaryOp<Op>::apply(ConstArrayMap(x, n), ConstArrayMap(y, n));
+  else if (x_run)
+    z = BinaryOp<Op>::apply(ConstArrayMap(x, n), Eigen::ArrayXf::Constant(n, *y));
+  else if (y_run)
+    z = BinaryOp<Op>::apply(Eigen::ArrayXf::Constant(n, *x), ConstArrayMap(y, n));
+  else
+    z = BinaryOp<Op>::apply(Eigen::ArrayXf::Constant(n, *x), Eigen::ArrayXf::Constant(n, *y));
+}
+
 /// f32: rows through Eigen (vectorised), with a fused chain applied per block of rows.
 template <OpCode Op>
 Status binary_kernel_f32(const BroadcastPlan& p, const KernelArgs& args) {
@@ -352,14 +371,8 @@ Status binary_kernel_f32(const BroadcastPlan& p, const KernelArgs& args) {
   float* z = out_ptr<float>(args);
   const std::int64_t len = p.dims.back();
   const std::int64_t sx = p.strides[0].back(), sy = p.strides[1].back();
-  // z[o, o + n) from x and y at xa and ya: each a run of n (its stride along the innermost dimension
-  // is 1) or one scalar (0): vector-vector, vector-scalar or scalar-vector (or scalar-scalar).
   auto run = [&](const float* xa, const float* ya, std::int64_t o, std::int64_t n) {
-    ArrayMap out(z + o, n);
-    if (sx && sy) out = BinaryOp<Op>::apply(ConstArrayMap(xa, n), ConstArrayMap(ya, n));
-    else if (sx) out = BinaryOp<Op>::apply(ConstArrayMap(xa, n), Eigen::ArrayXf::Constant(n, *ya));
-    else if (sy) out = BinaryOp<Op>::apply(Eigen::ArrayXf::Constant(n, *xa), ConstArrayMap(ya, n));
-    else out = BinaryOp<Op>::apply(Eigen::ArrayXf::Constant(n, *xa), Eigen::ArrayXf::Constant(n, *ya));
+    binary_run<Op>(xa, sx != 0, ya, sy != 0, z + o, n);
   };
   auto row = [&](const std::array<std::int64_t, 2>& off, std::int64_t o) { run(x + off[0], y + off[1], o, len); };
   if (p.n == 0) return {};
@@ -390,12 +403,61 @@ Status binary_kernel_f32(const BroadcastPlan& p, const KernelArgs& args) {
   return {};
 }
 
+/// f16 and bf16 whose innermost dimension is a run or a scalar in each operand: blocks of each row
+/// widened to f32, the f32 op run over them as binary_kernel_f32 runs it, the result rounded once.
+/// A single run (operands of one shape) splits into ranges of it over the threads.
+template <OpCode Op, typename T>
+Status binary_kernel_half(const BroadcastPlan& p, const KernelArgs& args) {
+  const T* x = in_ptr<T>(args, 0);
+  const T* y = in_ptr<T>(args, 1);
+  T* z = out_ptr<T>(args);
+  const std::int64_t len = p.dims.back();
+  const std::int64_t sx = p.strides[0].back(), sy = p.strides[1].back();
+  if (p.n == 0) return {};
+  // z[o, o + n) from x and y at xa and ya, each a run (stride 1) or one scalar (stride 0).
+  const auto run = [&](const T* xa, const T* ya, std::int64_t o, std::int64_t n) {
+    constexpr std::int64_t block = 512;
+    float bx[block], by[block], out[block];
+    if (!sx) bx[0] = load(*xa);
+    if (!sy) by[0] = load(*ya);
+    for (std::int64_t i = 0; i < n; i += block) {
+      const std::int64_t m = std::min(block, n - i);
+      if (sx) widen_n(xa + i, bx, m);
+      if (sy) widen_n(ya + i, by, m);
+      binary_run<Op>(bx, sx != 0, by, sy != 0, out, m);
+      narrow_n(out, z + o + i, m);
+    }
+  };
+  const std::int64_t rows = p.n / len;
+  if (rows == 1) {
+    parallel_ranges(args.pool, len, work_grain(1),
+                    [&](std::int64_t b, std::int64_t e) { run(x + (sx ? b : 0), y + (sy ? b : 0), b, e - b); });
+    return {};
+  }
+  parallel_ranges(args.pool, rows, work_grain(len), [&](std::int64_t b, std::int64_t e) {
+    for_each_row<2>(
+        p, b, e, [&](const std::array<std::int64_t, 2>& off, std::int64_t o) { run(x + off[0], y + off[1], o, len); });
+  });
+  return {};
+}
+
+constexpr bool is_run_or_scalar(std::int64_t innermost_stride) noexcept {
+  return innermost_stride == 0 || innermost_stride == 1;
+}
+
 template <OpCode Op, typename T>
 Status binary_kernel(const Kernel& k, const KernelArgs& args) {
+  const auto& p = k.as<BroadcastPlan>();
   if constexpr (std::is_same_v<T, float>)
-    return binary_kernel_f32<Op>(k.as<BroadcastPlan>(), args);
+    return binary_kernel_f32<Op>(p, args);
+  else if constexpr (is_half_v<T> &&
+                     (Op == OpCode::Add || Op == OpCode::Sub || Op == OpCode::Mul || Op == OpCode::Div ||
+                      Op == OpCode::Pow || Op == OpCode::Maximum || Op == OpCode::Minimum))
+    return is_run_or_scalar(p.strides[0].back()) && is_run_or_scalar(p.strides[1].back())
+               ? binary_kernel_half<Op, T>(p, args)
+               : binary_kernel_any<Op, T>(p, args);
   else
-    return binary_kernel_any<Op, T>(k.as<BroadcastPlan>(), args);
+    return binary_kernel_any<Op, T>(p, args);
 }
 
 /// The remainder of `a / b`: with `Fmod`, C's (the dividend's sign; std::fmod for floats), else the

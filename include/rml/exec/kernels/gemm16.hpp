@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "rml/exec/kernels/common.hpp"
+#include "rml/exec/kernels/convert16.hpp"
 #include "rml/exec/kernels/elementwise.hpp"
 
 #if defined(__AVX512F__)
@@ -309,13 +310,12 @@ void finish(const Product<T>& p, const float* acc, std::int64_t ldc, std::int64_
     if (!p.chain.empty()) unary_chain(p.chain, row, row, len);
     T* o = p.out + r * p.ldo;
     if (p.wrap == 0) {
-      for (std::int64_t i = 0; i < len; ++i) o[c0 + i] = store<T>(row[i]);
+      narrow_n(row, o + c0, len);
       continue;
     }
     for (std::int64_t c = c0; c < c1;) {  // one output row's part at a time
       const std::int64_t y = c / p.wrap, x = c % p.wrap, next = std::min(c1, (y + 1) * p.wrap);
-      for (std::int64_t i = x; i < std::min(p.keep, x + next - c); ++i)
-        o[y * p.keep + i] = store<T>(row[c - c0 + i - x]);
+      if (x < p.keep) narrow_n(row + (c - c0), o + y * p.keep + x, std::min(p.keep, x + next - c) - x);
       c = next;
     }
   }

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "rml/exec/kernels/common.hpp"
+#include "rml/exec/kernels/convert16.hpp"
 
 namespace rml::detail {
 
@@ -61,6 +62,42 @@ void for_each_reduced(const ReducePlan& p, const F& f) {
   }
 }
 
+/// A 16-bit reduction of whole runs (ReducePlan::simple) into the f32 accumulators `acc`, each run
+/// widened a block at a time. Rows (inner == 1) split over the threads: a sum or mean adds each
+/// block's vectorised sum; max and min combine element by element in order, as the general walk
+/// does (a NaN's payload kept). Lanes (inner > 1) combine one reduced row after another.
+template <OpCode Op, typename T>
+void reduce_half_runs(const ReducePlan& p, const T* x, float* acc, const ThreadPool* pool) {
+  using R = Reducer<Op>;
+  constexpr std::int64_t block = 1024;
+  if (p.inner == 1) {
+    parallel_ranges(pool, p.outer, work_grain(p.reduce), [&](std::int64_t b, std::int64_t e) {
+      float buf[block];
+      for (std::int64_t o = b; o < e; ++o) {
+        float total = acc[o];
+        for (std::int64_t i = 0; i < p.reduce; i += block) {
+          const std::int64_t m = std::min(block, p.reduce - i);
+          widen_n(x + o * p.reduce + i, buf, m);
+          if constexpr (Op == OpCode::Max || Op == OpCode::Min)
+            for (std::int64_t j = 0; j < m; ++j) total = R::combine(total, buf[j]);
+          else
+            total += R::row(buf, m);
+        }
+        acc[o] = total;
+      }
+    });
+    return;
+  }
+  float buf[block];
+  for (std::int64_t o = 0; o < p.outer; ++o)
+    for (std::int64_t r = 0; r < p.reduce; ++r)
+      for (std::int64_t i = 0; i < p.inner; i += block) {
+        const std::int64_t m = std::min(block, p.inner - i);
+        widen_n(x + (o * p.reduce + r) * p.inner + i, buf, m);
+        R::lanes(acc + o * p.inner + i, buf, m);
+      }
+}
+
 /// The reductions on every dtype but f32, in one walk over the input: integers accumulate in their
 /// own type (sum wraps), the 16-bit floats in f32 accumulators in `scratch` (one per output),
 /// each output rounded once at the end.
@@ -82,19 +119,26 @@ Status reduce_any(const ReducePlan& p, const KernelArgs& args) {
       init = Reducer<Op>::init();
   }
   std::fill(acc, acc + p.out_n, init);
-  for_each_reduced(p, [&](std::int64_t i, std::int64_t o) {
-    const Acc v = load(x[i]);
-    if constexpr (std::is_integral_v<Acc>) {
-      if constexpr (Op == OpCode::Max)
-        acc[o] = std::max(acc[o], v);
-      else if constexpr (Op == OpCode::Min)
-        acc[o] = std::min(acc[o], v);
-      else
-        acc[o] = wrap_add(acc[o], v);
-    } else {
-      acc[o] = Reducer<Op>::combine(acc[o], v);
-    }
-  });
+  if constexpr (is_half_v<T>) {
+    if (p.simple)
+      reduce_half_runs<Op>(p, x, acc, args.pool);
+    else
+      for_each_reduced(p, [&](std::int64_t i, std::int64_t o) { acc[o] = Reducer<Op>::combine(acc[o], load(x[i])); });
+  } else {
+    for_each_reduced(p, [&](std::int64_t i, std::int64_t o) {
+      const Acc v = load(x[i]);
+      if constexpr (std::is_integral_v<Acc>) {
+        if constexpr (Op == OpCode::Max)
+          acc[o] = std::max(acc[o], v);
+        else if constexpr (Op == OpCode::Min)
+          acc[o] = std::min(acc[o], v);
+        else
+          acc[o] = wrap_add(acc[o], v);
+      } else {
+        acc[o] = Reducer<Op>::combine(acc[o], v);
+      }
+    });
+  }
   if constexpr (is_half_v<T>) {
     const float scale = Op == OpCode::Mean && p.count ? 1.0f / static_cast<float>(p.count) : 1.0f;
     for (std::int64_t i = 0; i < p.out_n; ++i) {
