@@ -1397,6 +1397,29 @@ def half_bulk_cases():
         one_op("%s_matmul_packed" % t, "matmul", [a, b], rnd(f32(y)), meta=half_tol(ulp, 72), consts=(1,))
 
 
+def few_rows_cases():
+    """Products over few rows (one register tile's at most) and several panels of constant weights,
+    which run panel by panel through their whole depth (two depth blocks here): a 3x3 convolution
+    onto a 2x2 plane, turned around (4 positions, 70 output channels), with its bias and a ReLU; a
+    Linear layer of 5 rows whose bias and ReLU are applied as the product stores its tiles. Their
+    own generator."""
+    r = np.random.default_rng(20261205)
+    x, w, b = f32(r.standard_normal((1, 40, 2, 2))), f32(r.standard_normal((70, 40, 3, 3))), f32(r.standard_normal(70))
+    y = conv_ref(x, w, b, [1, 1], [1, 1, 1, 1], [1, 1], 1)
+    c = Case("conv2d_few_positions_relu", tol_k(360))
+    out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(b)], f32(y), {"pads": [1, 1, 1, 1]})
+    c.output(c.node("relu", [out], f32(np.maximum(y, 0))))
+    c.write()
+    a, w, b = f32(r.standard_normal((5, 300))), f32(r.standard_normal((300, 100))), f32(r.standard_normal(100))
+    y = a.astype(np.float64) @ w.astype(np.float64)
+    c = Case("matmul_few_rows_bias_relu", tol_k(300))
+    mm = c.node("matmul", [c.input(a, "x"), c.const(w)], f32(y))
+    y = y + b
+    add = c.node("add", [mm, c.const(b)], f32(y))
+    c.output(c.node("relu", [add], f32(np.maximum(y, 0))))
+    c.write()
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -1421,6 +1444,7 @@ def main():
     gemm16_cases()
     subsample_pool_cases()
     half_bulk_cases()
+    few_rows_cases()
 
 
 if __name__ == "__main__":
