@@ -19,7 +19,7 @@ check_cxx_compiler_flag(-march=native rml_has_march_native)
 if(TARGET rml_tests_exec AND rml_has_march_native AND NOT CMAKE_CROSSCOMPILING)
   add_executable(rml_tests_exec_native "${CMAKE_CURRENT_SOURCE_DIR}/exec/test_sgemm.cpp"
                                        "${CMAKE_CURRENT_SOURCE_DIR}/exec/test_ops.cpp"
-                                       "${CMAKE_CURRENT_SOURCE_DIR}/exec/test_convert16.cpp"
+                                       "${CMAKE_CURRENT_SOURCE_DIR}/exec/simd/convert16_check.cpp"
                                        "${CMAKE_CURRENT_SOURCE_DIR}/support/implementation.cpp"
                                        $<TARGET_OBJECTS:rml_doctest_main>)
   target_link_libraries(rml_tests_exec_native PRIVATE rml::rml_split doctest::doctest rml_warnings)
@@ -50,7 +50,7 @@ endif()
 # never builds: their test alone with those flags, skipped (exit 77) on a CPU without them.
 check_cxx_compiler_flag("-mavx2 -mf16c" RML_HAVE_F16C_FLAG)
 if(TARGET rml_tests_exec AND RML_HAVE_F16C_FLAG)
-  add_executable(rml_tests_convert16_avx2 ${CMAKE_CURRENT_LIST_DIR}/test_convert16.cpp
+  add_executable(rml_tests_convert16_avx2 ${CMAKE_CURRENT_LIST_DIR}/simd/convert16_check.cpp
                                           ${CMAKE_CURRENT_LIST_DIR}/simd/convert16_avx2_main.cpp)
   target_link_libraries(rml_tests_convert16_avx2 PRIVATE rml::rml doctest::doctest rml_warnings)
   target_compile_options(rml_tests_convert16_avx2 PRIVATE -mavx2 -mf16c -mfma -mno-avx512f)

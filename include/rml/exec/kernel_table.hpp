@@ -35,11 +35,12 @@ struct WidenedWeights {
 
 inline std::shared_ptr<const WidenedWeights> widen_weights(const Tensor& w) {
   auto out = std::make_shared<WidenedWeights>();
-  out->data.reserve(static_cast<std::size_t>(w.numel()));
   visit_dtype(w.dtype(), [&](auto d) {
     using T = dtype_type_t<decltype(d)::value>;
-    if constexpr (is_half_v<T>)
-      for (T v : w.span<T>()) out->data.push_back(load(v));
+    if constexpr (is_half_v<T>) {
+      out->data.resize(static_cast<std::size_t>(w.numel()));
+      widen_n(w.data<T>(), out->data.data(), w.numel());
+    }
   });
   return out;
 }

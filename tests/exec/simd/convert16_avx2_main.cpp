@@ -1,4 +1,4 @@
-// The main of exec_convert16_avx2: test_convert16.cpp built with -mavx2 -mf16c (widen_n and
+// The main of exec_convert16_avx2: convert16_check.cpp built with -mavx2 -mf16c (widen_n and
 // narrow_n's 8-lane path, which a build for an AVX-512 machine never takes), skipped (exit 77)
 // on a CPU without those instructions.
 #define DOCTEST_CONFIG_IMPLEMENT

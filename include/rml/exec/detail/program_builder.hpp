@@ -548,9 +548,7 @@ class ProgramBuilder {
     if (s.kernel.dtype == DType::f16 && packable(mm)) {
       // As pack_widened_conv_of: the f32 GEMM over weights widened now, when the product is no GEMV
       // (a GEMV streams its weights once, and the 16-bit ones are half the bytes).
-      std::vector<float> wide(static_cast<std::size_t>(w.numel()));
-      widen_n(w.data<f16>(), wide.data(), w.numel());
-      auto packed = pack_weights(wide.data(), mm.k, mm.n, mm.m, threads_, transposed);
+      auto packed = pack_weights(widen_weights(w)->data.data(), mm.k, mm.n, mm.m, threads_, transposed);
       s.scratch_bytes = widened_matmul_scratch_bytes(*packed);
       s.packed = std::move(packed);
       s.fn = &widened_packed_matmul<f16>;
@@ -590,10 +588,7 @@ class ProgramBuilder {
   /// (bf16 keeps that path: VDPBF16PS multiplies bf16 pairs at twice the f32 rate).
   void pack_widened_conv_of(Step& s, const NodeDef& node) {
     const auto& cp = s.kernel.as<Conv2dPlan>();
-    const Tensor& w = p_->constants[node.inputs[1]];
-    std::vector<float> wide(static_cast<std::size_t>(w.numel()));
-    widen_n(w.data<f16>(), wide.data(), w.numel());
-    auto packed = pack_conv_weights(cp, wide.data(), threads_, winograd_);
+    auto packed = pack_conv_weights(cp, widen_weights(p_->constants[node.inputs[1]])->data.data(), threads_, winograd_);
     s.scratch_bytes = widened_conv_scratch_bytes(cp, *packed);
     s.packed = std::move(packed);
     s.fn = &widened_packed_conv2d<f16>;

@@ -204,18 +204,6 @@ MicroFn micro(int rows, int panels, bool portable) {
   return panels == 2 ? pick_micro<T, 2>(rows, simd, seq) : pick_micro<T, 1>(rows, simd, seq);
 }
 
-/// `n` f16 as the bits of their f32 values (exact): 16 at a time through vcvtph2ps where the build
-/// has AVX-512.
-inline void widen_f16(const std::uint16_t* src, std::int64_t n, std::uint32_t* dst) {
-  std::int64_t i = 0;
-#if RML_GEMM16_F16_SIMD
-  for (; i + kLanes <= n; i += kLanes)
-    _mm512_storeu_ps(reinterpret_cast<float*>(dst + i),
-                     _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
-#endif
-  for (; i < n; ++i) dst[i] = std::bit_cast<std::uint32_t>(f16::to_float(src[i]));
-}
-
 /// The row operand: `m` rows of `k` 16-bit elements of type T, row stride `ld` elements.
 struct Rows {
   const std::uint16_t* data = nullptr;
@@ -244,7 +232,7 @@ const std::byte* row_block(const Rows& rows, std::int64_t k, std::int64_t r0, st
       for (std::int64_t s = s0; s < full; ++s) dst[s - s0] = load_pair(src + 2 * s);
       for (std::int64_t s = std::max(full, s0); s < s1; ++s) dst[s - s0] = src[2 * s];  // the odd tail, high half 0
     } else {
-      widen_f16(src + s0, w, dst);
+      widen_n(reinterpret_cast<const f16*>(src + s0), reinterpret_cast<float*>(dst), w);
     }
   }
   return reinterpret_cast<const std::byte*>(buf);

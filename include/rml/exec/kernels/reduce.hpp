@@ -119,12 +119,7 @@ Status reduce_any(const ReducePlan& p, const KernelArgs& args) {
       init = Reducer<Op>::init();
   }
   std::fill(acc, acc + p.out_n, init);
-  if constexpr (is_half_v<T>) {
-    if (p.simple)
-      reduce_half_runs<Op>(p, x, acc, args.pool);
-    else
-      for_each_reduced(p, [&](std::int64_t i, std::int64_t o) { acc[o] = Reducer<Op>::combine(acc[o], load(x[i])); });
-  } else {
+  const auto walk = [&] {
     for_each_reduced(p, [&](std::int64_t i, std::int64_t o) {
       const Acc v = load(x[i]);
       if constexpr (std::is_integral_v<Acc>) {
@@ -138,6 +133,14 @@ Status reduce_any(const ReducePlan& p, const KernelArgs& args) {
         acc[o] = Reducer<Op>::combine(acc[o], v);
       }
     });
+  };
+  if constexpr (is_half_v<T>) {
+    if (p.simple)
+      reduce_half_runs<Op>(p, x, acc, args.pool);
+    else
+      walk();
+  } else {
+    walk();
   }
   if constexpr (is_half_v<T>) {
     const float scale = Op == OpCode::Mean && p.count ? 1.0f / static_cast<float>(p.count) : 1.0f;

@@ -1,8 +1,9 @@
 // widen_n and narrow_n (kernels/convert16.hpp) against load() and store<T>(), which test_float16.cpp
 // holds to NumPy: every f16 and bf16 pattern widened, and f32 patterns at a stride of 61 through all
 // 2^32 (every exponent, both signs, subnormals, NaN payloads, ties) rounded, in runs whose lengths
-// leave the vector loops a tail. Built three times: the preset's flags (the scalar code on baseline
-// x86-64), -march=native (exec_native) and AVX2 + F16C (exec_convert16_avx2).
+// leave the vector loops a tail. Built twice, where the vector paths exist: -march=native
+// (exec_native: AVX-512F on an AVX-512 machine) and AVX2 + F16C alone (exec_convert16_avx2). Not in
+// the preset's own build: on baseline x86-64 widen_n and narrow_n are load() and store() themselves.
 #include <doctest/doctest.h>
 
 #include <bit>
