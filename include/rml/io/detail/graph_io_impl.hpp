@@ -353,20 +353,27 @@ inline std::string_view pair_of(const SafetensorsReader& weights) {
   return it == weights.metadata().end() ? std::string_view() : std::string_view(it->second);
 }
 
-/// The weights file bound to a document: `<stem>.safetensors` when it carries the pair id and size
-/// the document records, else the staged `<stem>.safetensors.<pair>` (a save between its two
-/// renames, or killed there). DATA_LOSS naming both files when neither matches.
-inline Result<SafetensorsReader> open_bound_weights(const std::filesystem::path& stem, const WeightsBinding& binding,
-                                                    bool map) {
+/// Opens into `out` the weights file bound to a document: `<stem>.safetensors` when it carries the
+/// pair id and size the document records, else the staged `<stem>.safetensors.<pair>` (a save
+/// between its two renames, or killed there). DATA_LOSS naming both files when neither matches.
+/// (A Status and an out-parameter, not a Result: GCC 12 at -O2 warned -Wfree-nonheap-object,
+/// wrongly, on the moved-from Result's destructor in every program that calls load_graph.)
+inline Status open_bound_weights(const std::filesystem::path& stem, const WeightsBinding& binding, bool map,
+                                 std::optional<SafetensorsReader>& out) {
   const std::filesystem::path path = with_suffix(stem, ".safetensors");
   const auto matches = [&](const SafetensorsReader& r) {
     return r.file_size() == binding.bytes && pair_of(r) == binding.pair;
   };
   auto weights = SafetensorsReader::open(path, map);
-  if (weights.ok() && matches(*weights)) return weights;
+  if (weights.ok() && matches(*weights)) {
+    out.emplace(std::move(*weights));
+    return {};
+  }
   if (auto staged = SafetensorsReader::open(staged_weights_path(stem, binding.pair), map);
-      staged.ok() && matches(*staged))
-    return staged;
+      staged.ok() && matches(*staged)) {
+    out.emplace(std::move(*staged));
+    return {};
+  }
   const std::string recorded =
       "the JSON records weights pair " + binding.pair + " of " + std::to_string(binding.bytes) + " bytes";
   if (!weights.ok()) {
@@ -399,12 +406,10 @@ RML_SPLIT_API Result<Graph> load_graph(const std::filesystem::path& stem_or_file
     if (!binding.ok()) return binding.error().with_prefix(prefix);
     std::optional<SafetensorsReader> weights;
     if (*binding) {
-      auto bound = detail::open_bound_weights(stem, **binding, options.mmap);
-      if (!bound.ok()) {
-        if (attempt < attempts && bound.error().code() == Code::data_loss) continue;
-        return bound.error().with_prefix(prefix);
+      if (Status bound = detail::open_bound_weights(stem, **binding, options.mmap, weights); !bound.ok()) {
+        if (attempt < attempts && bound.code() == Code::data_loss) continue;
+        return bound.with_prefix(prefix);
       }
-      weights.emplace(std::move(*bound));
     } else {
       // A document without a binding (older writers, the exporters): the weights file, if any.
       auto reader = SafetensorsReader::open(weights_path, options.mmap);
