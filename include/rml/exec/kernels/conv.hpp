@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -15,6 +16,10 @@
 #include "rml/exec/kernels/matmul.hpp"
 #include "rml/exec/kernels/sgemm.hpp"
 #include "rml/exec/kernels/winograd.hpp"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace rml::detail {
 
@@ -678,6 +683,9 @@ struct PackedConvWeights {
   /// Transposed runs whose Xᵀ the GEMM reads in place (sgemm::OffsetBlock), one output row at a
   /// time: from the padded input as implicit runs lay it out, or a 1x1 convolution's input itself.
   bool direct = false;
+  /// Transposed runs whose output rows are too short to read in place: Xᵀ packed from the padded
+  /// input (gather_transposed_x) rather than through im2col.
+  bool gathered = false;
   std::int64_t hp = 0, wp = 0, sh = 1, sw = 1;
   std::int64_t planes = 0;  ///< cg * sh * sw
   std::vector<std::int64_t> k_offset;
@@ -693,9 +701,12 @@ struct PackedConvWeights {
     return transposed ? sgemm::packed_b_floats(kdim, og) : sgemm::packed_floats(og, kdim);
   }
   [[nodiscard]] const float* group(std::int64_t g) const noexcept { return a.data() + g * group_floats(); }
-  /// Transposed runs: floats of X^T packed and of Y^T [positions, og].
+  /// Transposed runs: floats of X^T packed (a copy per part when gathered) and of Y^T [positions, og].
   [[nodiscard]] std::int64_t packed_x_floats() const noexcept {
-    return transposed && !direct ? round16(sgemm::packed_floats(positions, kdim)) : 0;
+    return transposed && !direct ? copies() * packed_x_copy_floats() : 0;
+  }
+  [[nodiscard]] std::int64_t packed_x_copy_floats() const noexcept {
+    return round16(sgemm::packed_floats(positions, kdim));
   }
   [[nodiscard]] std::int64_t yt_floats() const noexcept { return transposed ? round16(positions * og) : 0; }
   /// Floats of the X tile a part fills: im2col [kdim, cols]; the result tile [og, cols] when
@@ -706,11 +717,14 @@ struct PackedConvWeights {
   }
   /// Floats per part: its tile and sgemm's panel for a partial last panel.
   [[nodiscard]] std::int64_t part_floats() const noexcept { return tile_floats() + sgemm::kPanelFloats; }
-  /// Floats of the padded input (implicit runs): its planes, and slack for the last positions'
-  /// whole panels (the furthest read is the largest row offset plus the positions rounded up to a
-  /// panel, past the planes' end when the last phase's taps start in its first rows).
+  /// Floats of the padded input (implicit runs, and direct and gathered ones not 1x1, a copy per part).
   [[nodiscard]] std::int64_t padded_floats() const noexcept {
-    if (!implicit && !(direct && !pointwise)) return 0;
+    return implicit || ((direct || gathered) && !pointwise) ? copies() * padded_copy_floats() : 0;
+  }
+  /// Floats of one padded input: its planes, and slack for the last positions' whole panels (the
+  /// furthest read is the largest row offset plus the positions rounded up to a panel, past the
+  /// planes' end when the last phase's taps start in its first rows).
+  [[nodiscard]] std::int64_t padded_copy_floats() const noexcept {
     const std::int64_t furthest = *std::max_element(k_offset.begin(), k_offset.end());
     return round16(std::max(planes * hp * wp, furthest + (positions + sgemm::kNr - 1) / sgemm::kNr * sgemm::kNr));
   }
@@ -730,6 +744,9 @@ struct PackedConvWeights {
 
  private:
   static constexpr std::int64_t round16(std::int64_t n) noexcept { return (n + 15) / 16 * 16; }
+  /// Copies of the padded input and of X^T a run holds: one per part when direct or gathered (see
+  /// packed_conv2d_over).
+  [[nodiscard]] std::int64_t copies() const noexcept { return direct || gathered ? parts : 1; }
 };
 
 /// Packs conv2d weights `w` ([o, cg, kh, kw]) for runs of plan `p` on `threads` threads; as
@@ -787,7 +804,8 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // -> 29 us that way at 64x64). A 1x1 convolution's plane is one row: its input is contiguous.
   pw->implicit = !pw->split_rows && !pw->transposed && every_phase && !pw->pointwise && 4 * wp <= 5 * p.ow;
   pw->direct = pw->transposed && reads_in_place;
-  if (pw->implicit || pw->direct) {
+  pw->gathered = pw->transposed && !pw->direct && every_phase;
+  if (pw->implicit || pw->direct || pw->gathered) {
     pw->hp = hp, pw->wp = wp, pw->sh = sh, pw->sw = sw, pw->planes = p.cg * sh * sw;
     if (pw->implicit) pw->positions = p.oh * wp;
     pw->k_offset.resize(static_cast<std::size_t>(kdim));
@@ -835,7 +853,7 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
 
 /// Rows [y0, y1) of every phase plane of every channel of the padded input for implicit runs
 /// ([cg, sh, sw, hp, wp]), and, with the last row, the zeros after the last plane up to
-/// pw.padded_floats(). Phase (py, px) row i column j is input (i * sh + py - pad_top, j * sw + px -
+/// pw.padded_copy_floats(). Phase (py, px) row i column j is input (i * sh + py - pad_top, j * sw + px -
 /// pad_left), zero outside the input.
 inline void pad_input(const Conv2dPlan& p, const PackedConvWeights& pw, const float* xg, float* padded, std::int64_t y0,
                       std::int64_t y1) {
@@ -858,7 +876,51 @@ inline void pad_input(const Conv2dPlan& p, const PackedConvWeights& pw, const fl
           std::fill(row + vx.end, row + pw.wp, 0.0f);
         }
       }
-  if (y1 == pw.hp) std::fill(padded + pw.planes * pw.hp * pw.wp, padded + pw.padded_floats(), 0.0f);
+  if (y1 == pw.hp) std::fill(padded + pw.planes * pw.hp * pw.wp, padded + pw.padded_copy_floats(), 0.0f);
+}
+
+/// Depth steps [k0, k1) of X^T for a gathered run ([plane, kdim], packed as sgemm::pack_a lays it
+/// out) from the padded input: output position (oy, ox) at step k is padded[k_offset[k] + oy * wp +
+/// ox], so the positions of one output row lie side by side there, and each block of kMr positions
+/// is a few runs of floats per step (a masked load and store each with AVX-512, copy_run otherwise).
+/// Through im2col, a row of X at a time and scattered into the blocks, the 2304 x 16 X^T of a
+/// 256-channel 3x3 convolution onto 4 x 4 took 115 us; this way 8 us (30 us without AVX-512).
+inline void gather_transposed_x(const Conv2dPlan& p, const PackedConvWeights& pw, const float* padded,
+                                std::int64_t k0, std::int64_t k1, float* out) {
+  constexpr std::int64_t mr = sgemm::kMr;
+  const std::int64_t plane = p.oh * p.ow;
+  for (std::int64_t b0 = 0; b0 < plane; b0 += mr) {
+    const std::int64_t n = std::min(mr, plane - b0);
+    // The block's positions as runs along output rows: from src in the phase plane to dst in the block.
+    struct Run {
+      std::int64_t src, dst, len;
+    };
+    std::array<Run, mr> runs{};
+    int count = 0;
+    for (std::int64_t q = b0; q < b0 + n;) {
+      const std::int64_t len = std::min(p.ow - q % p.ow, b0 + n - q);
+      runs[count++] = {q / p.ow * pw.wp + q % p.ow, q - b0, len};
+      q += len;
+    }
+    float* dst = out + b0 * pw.kdim + k0 * mr;
+#if defined(__AVX512F__)
+    std::array<__mmask16, mr> masks{};
+    for (int i = 0; i < count; ++i) masks[i] = static_cast<__mmask16>((1u << runs[i].len) - 1);
+    const auto past = static_cast<__mmask16>(((1u << mr) - 1) & ~((1u << n) - 1));  // rows past the plane
+    for (std::int64_t k = k0; k < k1; ++k, dst += mr) {
+      const float* src = padded + pw.k_offset[static_cast<std::size_t>(k)];
+      for (int i = 0; i < count; ++i)
+        _mm512_mask_storeu_ps(dst + runs[i].dst, masks[i], _mm512_maskz_loadu_ps(masks[i], src + runs[i].src));
+      if (past) _mm512_mask_storeu_ps(dst, past, _mm512_setzero_ps());
+    }
+#else
+    for (std::int64_t k = k0; k < k1; ++k, dst += mr) {
+      const float* src = padded + pw.k_offset[static_cast<std::size_t>(k)];
+      for (int i = 0; i < count; ++i) copy_run(src + runs[i].src, runs[i].len, dst + runs[i].dst);
+      std::fill(dst + n, dst + mr, 0.0f);
+    }
+#endif
+  }
 }
 
 /// GEMM columns [i0, i0 + n) (output positions, over the padded width when implicit) and output
@@ -914,11 +976,7 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
       const float* xg = x + (n * p.c + g * p.cg) * plane_in;
       const float* wg = pw.group(g);
       float* yg = y + (n * p.o + g * p.og) * plane;
-      if (pw.direct && !pointwise) {
-        // Every part reads all of the padded input: it is padded in bands of rows, as below.
-        parallel_ranges(pool, pw.hp, work_grain(pw.planes * pw.wp),
-                        [&](std::int64_t y0, std::int64_t y1) { pad_input(p, pw, xg, padded, y0, y1); });
-      } else if (pw.implicit) {
+      if (pw.implicit) {
         // Part q pads the rows from the first its tiles read to the first the next part's read, so
         // it reads the input rows its own core wrote (the kernels before split large planes in
         // bands of rows too).
@@ -945,7 +1003,6 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
         // [ox, ox + kMr) of one output row, at depth step k the padded input (or the input) at
         // k_offset[k] + oy * wp + ox. No packing; each part a range of channel panels, each panel
         // streamed once from the packed weights, depth block by depth block, over every row.
-        const float* base = pointwise ? xg : padded;
         // A 1x1 convolution reads its plane as one row (the input is contiguous); others row by row.
         const std::int64_t rows = pointwise ? 1 : p.oh, row_len = pointwise ? plane : p.ow;
         // The parts take channel panels when the panels divide evenly, else (1x1 convolutions) a
@@ -953,12 +1010,22 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
         const bool by_positions = pointwise && pw.parts > 1 && panels % pw.parts != 0;
         const std::int64_t all_tiles = (row_len + mr - 1) / mr;
         const auto run_part = [&](std::int64_t part) {
+          const float* base = xg;
           std::int64_t jp0 = 0, jp1 = panels, x0 = 0, x1 = row_len;
           if (by_positions)
             x0 = all_tiles * part / pw.parts * mr, x1 = std::min(row_len, all_tiles * (part + 1) / pw.parts * mr);
           else
             jp0 = panels * part / pw.parts, jp1 = panels * (part + 1) / pw.parts;
           if (jp0 >= jp1 || x0 >= x1) return;
+          if (!pointwise) {
+            // Every part reads all of the padded input, so each pads a copy of its own (see
+            // gathered runs below): 64-channel 3x3 convolutions onto 16 x 16 took 105 us at 2
+            // threads over one copy padded in bands of rows by both, 65 us this way (128 channels
+            // onto 8 x 8: 78 -> 62 us).
+            float* own = padded + part * pw.padded_copy_floats();
+            pad_input(p, pw, xg, own, 0, pw.hp);
+            base = own;
+          }
           // The part's positions in tiles of equal rows: a last tile of one to three rows keeps too few
           // sums in flight for the FMA units (49 = 4 x 12 + 1 took 52 tile rows' time, 5 x ~10 takes 49).
           const std::int64_t row_tiles = (x1 - x0 + mr - 1) / mr;
@@ -992,9 +1059,33 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
         continue;
       }
       if (pw.transposed) {
-        // Y^T[plane, og] = X^T W_g^T, X^T packed once (im2col'd row by row straight into sgemm's
-        // A layout, the threads splitting the rows); each part a range of channel panels, which it
+        // Y^T[plane, og] = X^T W_g^T with X^T packed; each part a range of channel panels, which it
         // then transposes into the output and finishes with the epilogue.
+        const auto run_part = [&](std::int64_t part, const float* xt) {
+          const std::int64_t j0 = panels * part / pw.parts * sgemm::kNr;
+          const std::int64_t j1 = std::min(p.og, panels * (part + 1) / pw.parts * sgemm::kNr);
+          if (j0 >= j1) return;
+          sgemm::multiply(xt, pw.kdim, sgemm::PanelRows{wg + j0 * pw.kdim, pw.kdim}, j1 - j0, yt + j0, p.og, 0, plane,
+                          false, nullptr, true);
+          finish_columns(j0, j1);
+        };
+        if (pw.gathered) {
+          // Every part pads the input and gathers all of X^T into copies of its own, then runs: a
+          // few microseconds of work done twice, where sharing one copy made each thread read what
+          // the other core wrote (the two vCPUs of the machine measured on share no L3): 256-channel
+          // 3x3 convolutions onto 4 x 4 took 101 us at 2 threads with one X^T, 141 with one padded
+          // input as well, and 77 with copies of both (128 at 1 thread).
+          run_parts(pool, pw.parts, [&](std::int64_t part) {
+            float* padded_own = padded + part * pw.padded_copy_floats();
+            float* xt = packed_x + part * pw.packed_x_copy_floats();
+            pad_input(p, pw, xg, padded_own, 0, pw.hp);
+            gather_transposed_x(p, pw, padded_own, 0, pw.kdim, xt);
+            run_part(part, xt);
+          });
+          continue;
+        }
+        // Otherwise X^T is im2col'd once, row by row straight into sgemm's A layout, the threads
+        // splitting the rows.
         const auto pack_x = [&](std::int64_t k0, std::int64_t k1) {
           alignas(64) float row[2 * sgemm::kNr];  // transposed planes hold fewer positions
           for (std::int64_t k = k0; k < k1; ++k) {
@@ -1010,15 +1101,7 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
           parallel_ranges(pool, pw.kdim, work_grain(plane), pack_x);
         else
           pack_x(0, pw.kdim);
-        const auto run_part = [&](std::int64_t part) {
-          const std::int64_t j0 = panels * part / pw.parts * sgemm::kNr;
-          const std::int64_t j1 = std::min(p.og, panels * (part + 1) / pw.parts * sgemm::kNr);
-          if (j0 >= j1) return;
-          sgemm::multiply(packed_x, pw.kdim, sgemm::PanelRows{wg + j0 * pw.kdim, pw.kdim}, j1 - j0, yt + j0, p.og, 0,
-                          plane, false, nullptr, true);
-          finish_columns(j0, j1);
-        };
-        run_parts(pool, pw.parts, run_part);
+        run_parts(pool, pw.parts, [&](std::int64_t part) { run_part(part, packed_x); });
         continue;
       }
       if (pw.split_rows) {
