@@ -28,7 +28,8 @@ namespace rml::detail {
 // The transforms run over kLanes tiles at a time, each value a short array across the tiles, so they
 // vectorise along the tiles. A run takes its tiles in chunks whose transformed input and products
 // fill up to four times L2; at several threads each thread takes a range of chunks, or, with too few tiles for
-// that, the threads share each chunk's stages (input channels, then output channels).
+// that, every thread transforms each chunk's input and runs the products and outputs of a range of
+// output channels.
 
 /// The transforms of F(m x m, 3 x 3). Each 1-D transform works over kLanes tiles: `x` holds its
 /// rows of kLanes values, `xs` floats apart; `r` receives the result rows, `rs` apart.
@@ -125,9 +126,11 @@ struct WinogradWeights {
   /// tiles.
   [[nodiscard]] std::int64_t v_floats() const noexcept { return elems * v_step(); }
   [[nodiscard]] std::int64_t m_floats() const noexcept { return elems * m_step(); }
-  /// Parts' scratch a run holds: one per tile range, or one per thread when the threads share each
-  /// chunk (too few tiles for a range each; see winograd_conv2d_m).
-  [[nodiscard]] std::int64_t copies() const noexcept { return std::max(parts, threads); }
+  /// Parts' scratch a run holds: one per tile range, or, with too few tiles for a range per thread,
+  /// one per thread that takes output channels of each chunk (winograd_conv2d_m).
+  [[nodiscard]] std::int64_t copies() const noexcept {
+    return std::max(parts, std::min(threads, (o + sgemm::kMr - 1) / sgemm::kMr));
+  }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
     return static_cast<std::size_t>(copies() * (v_floats() + m_floats())) * sizeof(float);
   }
@@ -391,7 +394,7 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const flo
   // half of V from the other core: 64-channel layers on 16 x 16 took 93 us at 2 threads that way,
   // more than the 73 of one thread.
   const std::int64_t blocks = (ww.o + sgemm::kMr - 1) / sgemm::kMr;
-  const std::int64_t out_parts = std::min(threads, blocks);
+  const std::int64_t out_parts = std::min(threads, blocks);  // at most ww.copies()
   for (std::int64_t c0 = 0; c0 < ww.total; c0 += ww.chunk) {
     const std::int64_t nt = std::min(ww.chunk, ww.total - c0);
     pool->parallel_for(out_parts, [&](std::int64_t q) {
