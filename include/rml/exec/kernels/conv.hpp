@@ -879,14 +879,13 @@ inline void pad_input(const Conv2dPlan& p, const PackedConvWeights& pw, const fl
   if (y1 == pw.hp) std::fill(padded + pw.planes * pw.hp * pw.wp, padded + pw.padded_copy_floats(), 0.0f);
 }
 
-/// Depth steps [k0, k1) of X^T for a gathered run ([plane, kdim], packed as sgemm::pack_a lays it
-/// out) from the padded input: output position (oy, ox) at step k is padded[k_offset[k] + oy * wp +
-/// ox], so the positions of one output row lie side by side there, and each block of kMr positions
-/// is a few runs of floats per step (a masked load and store each with AVX-512, copy_run otherwise).
+/// X^T of a gathered run ([plane, kdim], packed as sgemm::pack_a lays it out) from the padded
+/// input: output position (oy, ox) at depth step k is padded[k_offset[k] + oy * wp + ox], so the
+/// positions of one output row lie side by side there, and each block of kMr positions is a few
+/// runs of floats per step (a masked load and store each with AVX-512, copy_run otherwise).
 /// Through im2col, a row of X at a time and scattered into the blocks, the 2304 x 16 X^T of a
 /// 256-channel 3x3 convolution onto 4 x 4 took 115 us; this way 8 us (30 us without AVX-512).
-inline void gather_transposed_x(const Conv2dPlan& p, const PackedConvWeights& pw, const float* padded,
-                                std::int64_t k0, std::int64_t k1, float* out) {
+inline void gather_transposed_x(const Conv2dPlan& p, const PackedConvWeights& pw, const float* padded, float* out) {
   constexpr std::int64_t mr = sgemm::kMr;
   const std::int64_t plane = p.oh * p.ow;
   for (std::int64_t b0 = 0; b0 < plane; b0 += mr) {
@@ -902,19 +901,19 @@ inline void gather_transposed_x(const Conv2dPlan& p, const PackedConvWeights& pw
       runs[count++] = {q / p.ow * pw.wp + q % p.ow, q - b0, len};
       q += len;
     }
-    float* dst = out + b0 * pw.kdim + k0 * mr;
+    float* dst = out + b0 * pw.kdim;
 #if defined(__AVX512F__)
     std::array<__mmask16, mr> masks{};
     for (int i = 0; i < count; ++i) masks[i] = static_cast<__mmask16>((1u << runs[i].len) - 1);
     const auto past = static_cast<__mmask16>(((1u << mr) - 1) & ~((1u << n) - 1));  // rows past the plane
-    for (std::int64_t k = k0; k < k1; ++k, dst += mr) {
+    for (std::int64_t k = 0; k < pw.kdim; ++k, dst += mr) {
       const float* src = padded + pw.k_offset[static_cast<std::size_t>(k)];
       for (int i = 0; i < count; ++i)
         _mm512_mask_storeu_ps(dst + runs[i].dst, masks[i], _mm512_maskz_loadu_ps(masks[i], src + runs[i].src));
       if (past) _mm512_mask_storeu_ps(dst, past, _mm512_setzero_ps());
     }
 #else
-    for (std::int64_t k = k0; k < k1; ++k, dst += mr) {
+    for (std::int64_t k = 0; k < pw.kdim; ++k, dst += mr) {
       const float* src = padded + pw.k_offset[static_cast<std::size_t>(k)];
       for (int i = 0; i < count; ++i) copy_run(src + runs[i].src, runs[i].len, dst + runs[i].dst);
       std::fill(dst + n, dst + mr, 0.0f);
@@ -1079,7 +1078,7 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
             float* padded_own = padded + part * pw.padded_copy_floats();
             float* xt = packed_x + part * pw.packed_x_copy_floats();
             pad_input(p, pw, xg, padded_own, 0, pw.hp);
-            gather_transposed_x(p, pw, padded_own, 0, pw.kdim, xt);
+            gather_transposed_x(p, pw, padded_own, xt);
             run_part(part, xt);
           });
           continue;
