@@ -31,8 +31,6 @@ struct BroadcastPlan {
   std::vector<Dims> strides;    ///< per input
   bool bool_condition = false;  ///< where: the condition is bool (else an f32 mask)
   bool fmod = false;            ///< mod: the remainder takes the dividend's sign (else the divisor's)
-  std::int64_t plane = 0;       ///< a 4-D output's last two dims' extent (H x W), else 0
-  std::int64_t plane_rows = 0;  ///< a 4-D output's H, else 0
 };
 
 /// `C[b] = A[b] @ B[b]` over row-major matrices. Batch dims are broadcast and collapsed; a batch

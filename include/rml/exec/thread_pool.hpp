@@ -267,20 +267,13 @@ inline std::int64_t work_grain(std::int64_t work_per_item, std::int64_t min_item
   return std::max(min_items, (min_work + per - 1) / per);
 }
 
-/// Activations with planes of at least this many positions split over threads in bands of rows of
-/// every plane; smaller ones in ranges of channels (see split_by_rows).
-inline constexpr std::int64_t kRowSplitPlane = 400;
-
-/// Whether a kernel splits its [n, c, rows, cols] output over `parts` threads in bands of rows of
-/// every plane (large planes) rather than in ranges of channels (small planes, where the deep
-/// convolutions split their output channels). The elementwise kernels, pools and depthwise
-/// convolutions follow this rule, so consecutive kernels hand each thread the part of a tensor its
-/// own core wrote: reading lines another core wrote last costs
-/// several times a local read (measured: a Winograd input transform ran 3.6x slower on the thread
-/// whose half of the input the other core had written).
-inline bool split_by_rows(std::int64_t rows, std::int64_t cols, std::int64_t parts) noexcept {
-  return parts > 1 && rows * cols >= kRowSplitPlane && rows >= 4 * parts;
-}
+// Kernels over an [n, c, h, w] activation (elementwise ops, pools, depthwise convolutions) split
+// it over threads in ranges of whole planes (channels), so each thread's share is one contiguous
+// block. Bands of rows of every plane, which the convolutions' position tiles would match, put two
+// boundaries between threads in every plane, and on a machine whose cores share no L3 the
+// hardware prefetchers then pull the neighbouring part's lines across at every one of them: a
+// 144-channel 56x56 depthwise layer took 176-202 us at 2 threads in bands, longer than its 131-148
+// at 1, and 77-92 us with each thread on half the channels (docs/ops.md, "Which thread reads what").
 
 /// Calls `f(part)` for every part in [0, parts): on the pool when there are several and a pool is
 /// given, else one after another on the calling thread.

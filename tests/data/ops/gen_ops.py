@@ -561,8 +561,8 @@ def threaded_cases():
     one_op("threads_avg_pool2d", "avg_pool2d", [x], f32(pool_ref(x, [3, 3], [1, 1], [1, 1, 1, 1], "avg", False)),
            {"kernel": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1], "count_include_pad": False}, meta=tol_k(9))
 
-    # Depthwise conv2d with rows too wide for the interleaved-lanes path: planes split across threads
-    # in bands of rows.
+    # Depthwise conv2d with rows too wide for the interleaved-lanes path (the padded-rows path):
+    # whole planes split across threads.
     x, w, bias = rand(1, 16, 20, 40), rand(16, 1, 3, 3), rand(16)
     y = conv_ref(x, w, bias, [1, 1], [1, 1, 1, 1], [1, 1], 16)
     one_op("threads_depthwise_planes", "conv2d", [x, w, bias], f32(y), {"groups": 16, "pads": [1, 1, 1, 1]},
@@ -575,12 +575,12 @@ def threaded_cases():
         one_op("threads_matmul_" + name, "matmul", [a, b], f32(np.matmul(a.astype(np.float64), b)),
                meta=tol_k(sa[-1]))
 
-    # Depthwise conv2d whose planes have too few rows for a band per thread: whole planes per thread.
+    # Depthwise conv2d on planes of few rows: whole planes per thread.
     x, w, bias = rand(1, 32, 6, 40), rand(32, 1, 3, 3), rand(32)
     y = conv_ref(x, w, bias, [1, 1], [1, 1, 1, 1], [1, 1], 32)
     one_op("threads_depthwise_channels", "conv2d", [x, w, bias], f32(y), {"groups": 32, "pads": [1, 1, 1, 1]},
            meta=tol_k(9), consts=(1, 2))
-    # Stride 2 in bands of rows with a fused relu6, which runs on each band.
+    # Stride 2 with a fused relu6, which runs on each thread's planes as it stores them.
     x, w, bias = rand(1, 8, 64, 64), rand(8, 1, 3, 3), rand(8)
     y = conv_ref(x, w, bias, [2, 2], [1, 1, 1, 1], [1, 1], 8)
     c = Case("threads_depthwise_rows_relu6", tol_k(9))
@@ -592,7 +592,7 @@ def threaded_cases():
     c.output(out)
     c.write()
 
-    # add of two same-shape 4-D tensors (one contiguous run), split into bands of every plane, with a
+    # add of two same-shape 4-D tensors (one contiguous run), one range of it per thread, with a
     # fused relu; and a flat run times a scalar, split in halves.
     a, b = rand(1, 8, 96, 96), rand(1, 8, 96, 96)
     c = Case("threads_add_planes_relu", ELEMENTWISE)
@@ -603,12 +603,12 @@ def threaded_cases():
     a = rand(70000)
     one_op("threads_mul_scalar_run", "mul", [a, f32(np.float32(1.5))], f32(a * np.float32(1.5)), consts=(1,))
 
-    # Each kernel splits large planes in bands of rows and small ones by channels (split_by_rows):
-    # a max pool whose output (24 x 24) is split in bands; a same-shape add over small planes
-    # (12 x 12), split by channels; a convolution with too few output positions for two tiles per
-    # thread (9 x 9), which splits its output channels over an im2col matrix the threads build
-    # together; and a stride-1 convolution read from a zero-padded input that the threads pad in
-    # bands of rows.
+    # Pools and elementwise ops split whole planes (channels) over the threads; convolutions split
+    # position tiles or output channels: a max pool over 48 x 48 planes; a same-shape add over small
+    # planes (12 x 12); a convolution with too few output positions for two tiles per thread
+    # (9 x 9), which splits its output channels over an im2col matrix the threads build together;
+    # and a stride-1 convolution read from a zero-padded input that the threads pad in bands of rows
+    # (each the rows its position tiles read).
     x = rand(1, 16, 48, 48)
     one_op("threads_max_pool2d_rows", "max_pool2d", [x], f32(pool_ref(x, [3, 3], [2, 2], [1] * 4, "max")),
            {"kernel": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})

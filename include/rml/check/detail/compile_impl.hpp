@@ -232,7 +232,6 @@ inline Result<CompiledOp> compile_broadcast(OpCode op, std::span<const TensorTyp
   p.bool_condition = op == OpCode::Where && in[0].dtype == DType::boolean;
   p.n = Shape(*out).numel();
   p.dims = *out;
-  if (out->size() == 4) p.plane = (*out)[2] * (*out)[3], p.plane_rows = (*out)[2];  // fits: numel did
   p.strides.resize(in.size());
   std::vector<Dims*> refs;
   for (std::size_t i = 0; i < in.size(); ++i) {

@@ -977,8 +977,8 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
       float* yg = y + (n * p.o + g * p.og) * plane;
       if (pw.implicit) {
         // Part q pads the rows from the first its tiles read to the first the next part's read, so
-        // it reads the input rows its own core wrote (the kernels before split large planes in
-        // bands of rows too).
+        // it reads the input rows its own core wrote when a convolution wrote them (position
+        // tiles); after a kernel that splits channels, half of every band comes from the other core.
         run_parts(pool, pw.parts, [&](std::int64_t q) {
           const auto first_row = [&](std::int64_t part) {
             return part == pw.parts ? pw.hp : tiles * part / pw.parts * pw.cols / pw.wp;
@@ -1212,25 +1212,7 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       std::fill_n(padded, DepthwiseRows::floats(p), 0.0f);  // the padding, for every plane
       return padded;
     };
-    if (rows && split_by_rows(p.oh, p.ow, parts)) {
-      // Large planes: each part takes a band of output rows of every plane. The convolutions around
-      // it split their output positions the same way, so a thread reads rows its own core wrote,
-      // where a split by channels would read half of every plane from the other core's cache.
-      run_parts(args.pool, parts, [&](std::int64_t part) {
-        const std::int64_t oy0 = p.oh * part / parts, oy1 = p.oh * (part + 1) / parts;
-        float* padded = padded_of(part);
-        for (std::int64_t i = 0; i < total; ++i) {
-          const std::int64_t ch = i % p.c;
-          float* yi = y + i * plane_out;
-          depthwise_rows(p, x + i * plane_in, w + ch * p.kh * p.kw, epi.bias ? epi.bias[ch] : 0.0f, clamp, yi, padded,
-                         oy0, oy1);
-          if (!epi.chain.empty() && !fused)
-            unary_chain(epi.chain, yi + oy0 * p.ow, yi + oy0 * p.ow, (oy1 - oy0) * p.ow);
-        }
-      });
-      return {};
-    }
-    // Otherwise whole planes split over the threads.
+    // Whole planes split over the threads (the split rule above run_parts).
     run_parts(args.pool, parts, [&](std::int64_t part) {
       const std::int64_t b = total * part / parts, e = total * (part + 1) / parts;
       // The fused activations run over a few planes at a time (small planes are a few floats).
@@ -1426,13 +1408,6 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
     }
   };
   const std::int64_t grain = work_grain(p.oh * p.ow * p.kh * p.kw, 4);
-  const std::int64_t parts = part_count(args.pool, p.planes, grain);
-  if (split_by_rows(p.oh, p.ow, parts)) {
-    // Large planes: a band of output rows of every plane per part, as the convolutions split.
-    run_parts(args.pool, parts,
-              [&](std::int64_t part) { pool_rows(0, p.planes, p.oh * part / parts, p.oh * (part + 1) / parts); });
-    return {};
-  }
   parallel_ranges(args.pool, p.planes, grain, [&](std::int64_t b, std::int64_t e) { pool_rows(b, e, 0, p.oh); });
   return {};
 }

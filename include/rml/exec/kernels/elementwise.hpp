@@ -379,20 +379,11 @@ Status binary_kernel_f32(const BroadcastPlan& p, const KernelArgs& args) {
   const std::int64_t rows = p.n / len;
   const bool fused = args.epilogue && !args.epilogue->chain.empty();
   if (rows == 1 && args.pool) {
-    // One contiguous run (operands of one shape, or one a scalar), split over the threads. A 4-D
-    // output with large planes splits into bands of every plane, as the convolutions around it split
-    // their output positions, so each thread reads what its own core wrote; otherwise the flat run
-    // splits, which for small planes is ranges of channels, as those convolutions split.
-    const std::int64_t parts = part_count(args.pool, p.n, work_grain(1));
-    const bool bands = p.plane > 0 && split_by_rows(p.plane_rows, p.plane / p.plane_rows, parts);
-    const std::int64_t planes = bands ? p.n / p.plane : 1, plane = p.n / planes;
-    run_parts(args.pool, parts, [&](std::int64_t part) {
-      const std::int64_t b = plane * part / parts, e = plane * (part + 1) / parts;
-      for (std::int64_t c = 0; c < planes; ++c) {
-        const std::int64_t o = c * plane + b;
-        run(x + (sx ? o : 0), y + (sy ? o : 0), o, e - b);
-        if (fused) unary_chain(args.epilogue->chain, z + o, z + o, e - b);
-      }
+    // One contiguous run (operands of one shape, or one a scalar), one range of it per thread: for
+    // an activation, whole planes but at most one (the split rule above run_parts).
+    parallel_ranges(args.pool, p.n, work_grain(1), [&](std::int64_t b, std::int64_t e) {
+      run(x + (sx ? b : 0), y + (sy ? b : 0), b, e - b);
+      if (fused) unary_chain(args.epilogue->chain, z + b, z + b, e - b);
     });
     return {};
   }

@@ -389,7 +389,7 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const flo
   }
   // Too few tiles for a range per thread (small planes): each thread transforms all of a chunk's
   // input into scratch of its own, then runs the products and output transform of a range of output
-  // channels, as the kernels around a small plane split its channels (split_by_rows). Splitting the
+  // channels, as the kernels around a small plane split its channels. Splitting the
   // input transform by channels too, into one V that every thread then read, had each thread read
   // half of V from the other core: 64-channel layers on 16 x 16 took 93 us at 2 threads that way,
   // more than the 73 of one thread.
