@@ -1335,19 +1335,19 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       return acc + v;
   };
   const TapColumns cols(p.kw, 1, p.pad_left, p.stride_w, p.ow, p.w);
-  // Output rows [oy0, oy1) of planes [b, e). Rows up to kMaxSplitRow wide first fold the window's
+  // Planes [b, e) of the output. Rows up to kMaxSplitRow wide first fold the window's
   // input rows into one (a vectorised pass over contiguous floats), then fold its kernel columns
   // once, from the even and odd halves for stride 2; wider rows fold every tap of every row.
   const int s2_kernel = is_max ? max_pool_s2_kernel(p) : 0;
-  const auto pool_rows = [&](std::int64_t b, std::int64_t e, std::int64_t oy0, std::int64_t oy1) {
+  const auto pool_planes = [&](std::int64_t b, std::int64_t e) {
     if (s2_kernel) {
       for (std::int64_t plane = b; plane < e; ++plane) {
         const float* in = x + plane * p.h * p.w;
         float* out = y + plane * p.oh * p.ow;
         if (s2_kernel == 2)
-          max_pool_s2_rows<2>(p, in, out, oy0, oy1);
+          max_pool_s2_rows<2>(p, in, out, 0, p.oh);
         else
-          max_pool_s2_rows<3>(p, in, out, oy0, oy1);
+          max_pool_s2_rows<3>(p, in, out, 0, p.oh);
       }
       return;
     }
@@ -1376,7 +1376,7 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
     for (std::int64_t plane = b; plane < e; ++plane) {
       const float* in = x + plane * p.h * p.w;
       float* out = y + plane * p.oh * p.ow;
-      for (std::int64_t oy = oy0; oy < oy1; ++oy) {
+      for (std::int64_t oy = 0; oy < p.oh; ++oy) {
         float* dst = out + oy * p.ow;
         std::fill_n(dst, p.ow, is_max ? -std::numeric_limits<float>::infinity() : 0.0f);
         const std::int64_t y0 = oy * p.stride_h - p.pad_top;
@@ -1408,7 +1408,7 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
     }
   };
   const std::int64_t grain = work_grain(p.oh * p.ow * p.kh * p.kw, 4);
-  parallel_ranges(args.pool, p.planes, grain, [&](std::int64_t b, std::int64_t e) { pool_rows(b, e, 0, p.oh); });
+  parallel_ranges(args.pool, p.planes, grain, pool_planes);
   return {};
 }
 
