@@ -358,11 +358,10 @@ void depthwise_rows_fixed_range(const Conv2dPlan& p, const float* padded, const 
   }
 }
 
-/// Output rows [oy0, oy1) of one plane, through `padded`, whose padding (every float the plane does
-/// not set) is zero: the caller zero-fills it once for all the planes it runs. Only the input rows
-/// those outputs read are copied in.
+/// One plane, through `padded`, whose padding (every float the plane does not set) is zero: the
+/// caller zero-fills it once for all the planes it runs.
 inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, float bias, const Clamp& clamp,
-                           float* y, float* padded, std::int64_t oy0, std::int64_t oy1) {
+                           float* y, float* padded) {
   const std::int64_t hp = padded_extent_h(p), wp = padded_extent_w(p);
   const std::int64_t lp = DepthwiseRows::phase_len(p), row_len = DepthwiseRows::row_len(p), sw = p.stride_w;
   // Padded column c is input column c - pad_left; phase ph holds the columns c = ph + i * sw, and
@@ -378,8 +377,8 @@ inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, 
   const bool even_odd = sw == 2 && (1 - pe) + lo[1 - pe] * 2 - p.pad_left == even_src + 1;
   // The input rows are copied in as the output rows that read them come up, so a block of outputs
   // reads rows just written (in L1) and the copy's loads overlap the block before's arithmetic.
-  const std::int64_t r_end = std::min({hp, p.pad_top + p.h, (oy1 - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1});
-  std::int64_t next = std::max(p.pad_top, oy0 * p.stride_h);  // the next row to copy
+  const std::int64_t r_end = std::min({hp, p.pad_top + p.h, (p.oh - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1});
+  std::int64_t next = p.pad_top;  // the next row to copy
   const auto ready = [&](std::int64_t oy_end) {               // copies the rows that outputs before oy_end read
     const std::int64_t need = std::min(r_end, (oy_end - 1) * p.stride_h + (p.kh - 1) * p.dilation_h + 1);
     for (; next < need; ++next) {
@@ -402,16 +401,16 @@ inline void depthwise_rows(const Conv2dPlan& p, const float* x, const float* w, 
   }
   if (depthwise_unrolled(p)) {
     with_unrolled_kernel(p, [&]<int K, int S>() {
-      depthwise_rows_fixed_range<K, K, S>(p, padded, tap_offset, w, bias, clamp, y, oy0, oy1, ready);
+      depthwise_rows_fixed_range<K, K, S>(p, padded, tap_offset, w, bias, clamp, y, 0, p.oh, ready);
     });
     return;
   }
-  std::int64_t oy = oy0;
-  for (; oy + 4 <= oy1; oy += 4) {
+  std::int64_t oy = 0;
+  for (; oy + 4 <= p.oh; oy += 4) {
     ready(oy + 4);
     depthwise_rows_block<4>(p, padded, tap_offset, w, bias, clamp, y, oy);
   }
-  for (; oy < oy1; ++oy) {
+  for (; oy < p.oh; ++oy) {
     ready(oy + 1);
     depthwise_rows_block<1>(p, padded, tap_offset, w, bias, clamp, y, oy);
   }
@@ -1222,7 +1221,7 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
         const std::int64_t ch = i % p.c;
         const float bias = epi.bias ? epi.bias[ch] : 0.0f;
         if (rows)
-          depthwise_rows(p, x + i * plane_in, w + ch * p.kh * p.kw, bias, clamp, y + i * plane_out, padded, 0, p.oh);
+          depthwise_rows(p, x + i * plane_in, w + ch * p.kh * p.kw, bias, clamp, y + i * plane_out, padded);
         else
           depthwise_plane(p, cols, x + i * plane_in, w + ch * p.kh * p.kw, bias, y + i * plane_out);
         if ((i + 1 - pending) * plane_out >= 4096 || i + 1 == e) {
@@ -1277,20 +1276,20 @@ inline int max_pool_s2_kernel(const Pool2dPlan& p) noexcept {
   return 0;
 }
 
-/// Output rows [oy0, oy1) of one plane of a max pool max_pool_s2_kernel takes (K its window), a band
+/// One plane of a max pool max_pool_s2_kernel takes (K its window), a band
 /// of rows at a time, each step one loop over the whole band: the window's rows folded into one per
 /// output row, the band split into its even and odd columns in one pass, then output column ox is
 /// the even column ox with the odd ones ox and, for K = 3, ox - 1. Row by row, the general path ran
 /// a handful of short loops per output row, and took 8 us on a 32 x 32 x 32 input where ONNX
 /// Runtime took 2.
 template <int K>
-void max_pool_s2_rows(const Pool2dPlan& p, const float* in, float* out, std::int64_t oy0, std::int64_t oy1) {
+void max_pool_s2_rows(const Pool2dPlan& p, const float* in, float* out) {
   constexpr std::int64_t kBand = 4096;  // floats of folded rows a band holds
   alignas(64) float folded[kBand], even[kBand / 2], odd[kBand / 2];
   const auto fold = [](float acc, float v) { return (v > acc || v != v) ? v : acc; };  // NaN wins
   const std::int64_t w = p.w, ow = p.ow, band = std::max<std::int64_t>(1, kBand / w);
-  for (std::int64_t b0 = oy0; b0 < oy1; b0 += band) {
-    const std::int64_t rows = std::min(oy1, b0 + band) - b0, n = rows * ow;
+  for (std::int64_t b0 = 0; b0 < p.oh; b0 += band) {
+    const std::int64_t rows = std::min(p.oh, b0 + band) - b0, n = rows * ow;
     for (std::int64_t r = 0; r < rows; ++r) {
       // The window's rows inside the plane: every window holds one at least (pads < kernel).
       const std::int64_t y0 = (b0 + r) * 2 - p.pad_top;
@@ -1345,9 +1344,9 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
         const float* in = x + plane * p.h * p.w;
         float* out = y + plane * p.oh * p.ow;
         if (s2_kernel == 2)
-          max_pool_s2_rows<2>(p, in, out, 0, p.oh);
+          max_pool_s2_rows<2>(p, in, out);
         else
-          max_pool_s2_rows<3>(p, in, out, 0, p.oh);
+          max_pool_s2_rows<3>(p, in, out);
       }
       return;
     }

@@ -128,9 +128,9 @@ struct WinogradWeights {
   [[nodiscard]] std::int64_t m_floats() const noexcept { return elems * m_step(); }
   /// Parts' scratch a run holds: one per tile range, or, with too few tiles for a range per thread,
   /// one per thread that takes output channels of each chunk (winograd_conv2d_m).
-  [[nodiscard]] std::int64_t copies() const noexcept {
-    return std::max(parts, std::min(threads, (o + sgemm::kMr - 1) / sgemm::kMr));
-  }
+  [[nodiscard]] std::int64_t copies() const noexcept { return std::max(parts, std::min(threads, o_blocks())); }
+  /// Blocks of kMr output channels, the unit the small-plane split hands each thread.
+  [[nodiscard]] std::int64_t o_blocks() const noexcept { return (o + sgemm::kMr - 1) / sgemm::kMr; }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
     return static_cast<std::size_t>(copies() * (v_floats() + m_floats())) * sizeof(float);
   }
@@ -393,7 +393,7 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const flo
   // input transform by channels too, into one V that every thread then read, had each thread read
   // half of V from the other core: 64-channel layers on 16 x 16 took 93 us at 2 threads that way,
   // more than the 73 of one thread.
-  const std::int64_t blocks = (ww.o + sgemm::kMr - 1) / sgemm::kMr;
+  const std::int64_t blocks = ww.o_blocks();
   const std::int64_t out_parts = std::min(threads, blocks);  // at most ww.copies()
   for (std::int64_t c0 = 0; c0 < ww.total; c0 += ww.chunk) {
     const std::int64_t nt = std::min(ww.chunk, ww.total - c0);
