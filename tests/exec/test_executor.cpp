@@ -376,6 +376,23 @@ TEST_CASE("the layer-norm chain runs as one step, and not when an intermediate h
   }
 }
 
+TEST_CASE("a 16-bit convolution runs its residual add and activations as one step") {
+  // The cases' outputs are checked against NumPy (rounded after each op) by test_ops; here, that they fused.
+  const auto steps = [](const std::string& name, int threads) {
+    const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "ops" / name).value();
+    return Executor::create(g, {threads}).value().step_count();
+  };
+  for (const std::string t : {"f16", "bf16"})
+    for (int threads : {1, 2}) {
+      INFO(t, " at ", threads, " threads");
+      CHECK(steps(t + "_conv2d_residual_relu", threads) == 1);
+      CHECK(steps(t + "_conv2d_strided_residual_relu_neg", threads) == 1);
+      CHECK(steps(t + "_conv2d_exact_residual_exp", threads) == 1);
+      CHECK(steps("threads_" + t + "_conv2d_winograd_residual_relu", threads) == 1);
+      CHECK(steps("threads_" + t + "_conv2d_tiles_residual_sigmoid", threads) == 1);
+    }
+}
+
 TEST_CASE("a matmul by the transpose of a constant packs the constant as stored and skips the transpose") {
   const auto steps = [](const char* name, int threads) {
     const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "ops" / name).value();

@@ -183,7 +183,19 @@ Status widened_packed_conv2d(const Kernel& k, const KernelArgs& a) {
   float* bias = take(p.has_bias ? p.o : 0);
   float* y = take(out_n);
   const T* src = in_ptr<T>(a, 0);
-  convert_parallel(a.pool, in_n, [&](std::int64_t b, std::int64_t e) { widen_n(src + b, x + b, e - b); });
+  // The conversions split as the convolution does, so each thread widens the input rows its part
+  // reads and rounds the outputs its part wrote: a band of rows of every plane when the parts take
+  // position tiles (large planes), else contiguous ranges (whole planes, as the channel split).
+  const std::int64_t threads = a.pool ? a.pool->threads() : 1;
+  const std::int64_t bands = conv_splits_positions(w) ? std::min<std::int64_t>(threads, conv_split_parts(w)) : 1;
+  const auto convert = [&](std::int64_t planes, std::int64_t rows, std::int64_t cols, const auto& f) {
+    if (bands <= 1) return convert_parallel(a.pool, planes * rows * cols, f);
+    run_parts(a.pool, bands, [&](std::int64_t q) {
+      const std::int64_t r0 = rows * q / bands, r1 = rows * (q + 1) / bands;
+      for (std::int64_t i = 0; i < planes; ++i) f((i * rows + r0) * cols, (i * rows + r1) * cols);
+    });
+  };
+  convert(p.n * p.c, p.h, p.w, [&](std::int64_t b, std::int64_t e) { widen_n(src + b, x + b, e - b); });
   Epilogue epi;
   if (p.has_bias) {
     widen_n(in_ptr<T>(a, 2), bias, p.o);
@@ -191,7 +203,13 @@ Status widened_packed_conv2d(const Kernel& k, const KernelArgs& a) {
   }
   packed_conv2d(p, w, x, y, reinterpret_cast<float*>(next), a.pool, epi);
   T* out = out_ptr<T>(a);
-  convert_parallel(a.pool, out_n, [&](std::int64_t b, std::int64_t e) { narrow_n(y + b, out + b, e - b); });
+  // A fused residual (of the output's type and layout) and chain, over each range as it is rounded.
+  const T* res = a.epilogue ? reinterpret_cast<const T*>(a.epilogue->residual) : nullptr;
+  const std::span<const UnaryStep> chain = a.epilogue ? a.epilogue->chain : std::span<const UnaryStep>{};
+  convert(p.n * p.o, p.oh, p.ow, [&](std::int64_t b, std::int64_t e) {
+    if (res || !chain.empty()) half_epilogue<T>(y + b, res ? res + b : nullptr, chain, e - b);
+    narrow_n(y + b, out + b, e - b);
+  });
   return {};
 }
 

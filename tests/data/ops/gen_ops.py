@@ -1427,6 +1427,64 @@ def few_rows_cases():
     c.write()
 
 
+def half_residual_cases():
+    """16-bit convolutions followed by a residual add and activations, which run as one step: the
+    convolution's outputs rounded, the add and each activation computed in f32 and rounded after
+    each op, as when they run alone (kernels/elementwise.hpp's half_epilogue). bf16 through the
+    16-bit GEMM: a stride-1 convolution (computed over its padded rows, some columns dropped) and a
+    stride-2 one whose add takes the residual first; f16 through the f32 kernels, the threads_ ones
+    large enough that the convolution splits position tiles over 2 threads (Winograd's tile ranges;
+    GEMM tiles on a plane past 1024 positions, which no build turns around), so its input and
+    output convert in bands of rows. The tolerance's atol is a unit in
+    the last place of the largest convolution output: a convolution output NumPy rounds the other
+    way (its sum in float64) moves the add by that much. Their own generator."""
+    r = np.random.default_rng(20261206)
+    specs = (
+        ("conv2d_residual_relu", dict(x=(1, 8, 9, 11), w=(8, 8, 3, 3), attrs={"pads": [1, 1, 1, 1]}), False, ("relu",)),
+        ("conv2d_strided_residual_relu_neg", dict(x=(2, 6, 13, 12), w=(10, 6, 3, 3),
+                                                  attrs={"strides": [2, 2], "pads": [1, 1, 1, 1]}), True,
+         ("relu", "neg")),
+        ("threads_conv2d_winograd_residual_relu", dict(x=(1, 48, 20, 20), w=(48, 48, 3, 3),
+                                                       attrs={"pads": [1, 1, 1, 1]}), False, ("relu",)),
+        ("threads_conv2d_tiles_residual_sigmoid", dict(x=(1, 16, 34, 34), w=(16, 16, 3, 3),
+                                                       attrs={"pads": [1, 1, 1, 1]}), True, ("sigmoid",)),
+    )
+    acts = {"relu": lambda v: np.maximum(v, f32(0)), "neg": lambda v: -v,
+            "sigmoid": lambda v: f32(1 / (1 + np.exp(-v.astype(np.float64))))}
+    for t, (rnd, wid, ulp) in HALF.items():
+        for name, spec, residual_first, chain in specs:
+            x, w, bias, y, k = half_conv(r, rnd, wid, spec)
+            yc = rnd(f32(y))
+            res = rnd(f32(r.standard_normal(yc.shape) * 2))
+            tol = half_tol(ulp, k)
+            tol["atol"] = "%.3g" % (float(tol["atol"]) + float(ulp["rtol"]) * float(np.max(np.abs(wid(yc)))))
+            c = Case("%s_%s" % (t, name) if not name.startswith("threads_") else "threads_%s_%s" % (t, name[8:]), tol)
+            ids = [c.input(x, "x"), c.const(w), c.const(bias)]
+            conv = c.node("conv2d", ids, yc, spec["attrs"])
+            ri = c.input(res, "residual")
+            v = rnd(wid(yc) + wid(res))
+            out = c.node("add", [ri, conv] if residual_first else [conv, ri], v)
+            for a in chain:
+                v = rnd(acts[a](wid(v)))
+                out = c.node(a, [out], v)
+            c.output(out)
+            c.write()
+        # A 1x1 convolution NumPy and rml both compute exactly (small integers times halves and
+        # ones), then add and exp: the sum needs rounding, and exp of an unrounded sum would move
+        # the output by units in the last place (bf16: up to 1.5 %), past the one the case allows.
+        x = rnd(f32(r.integers(-2, 3, (1, 4, 5, 7))))
+        w = rnd(f32(r.choice([-1.0, -0.5, 0.5, 1.0], (6, 4, 1, 1))))
+        bias = rnd(f32(r.choice([-0.5, 0.25], 6)))
+        yc = rnd(f32(conv_ref(wid(x), wid(w), wid(bias), [1, 1], [0, 0, 0, 0], [1, 1], 1)))
+        res = rnd(f32(r.uniform(-2.5, 2.5, yc.shape)))
+        c = Case("%s_conv2d_exact_residual_exp" % t, dict(ulp, atol="1e-6"))
+        conv = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], yc, {})
+        v = rnd(wid(yc) + wid(res))
+        add = c.node("add", [conv, c.input(res, "residual")], v)
+        c.output(c.node("exp", [add], rnd(np.exp(wid(v)))))
+        c.write()
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -1452,6 +1510,7 @@ def main():
     subsample_pool_cases()
     half_bulk_cases()
     few_rows_cases()
+    half_residual_cases()
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ struct UnaryStep {
 
 /// Work fused into a producer's output: `out = chain(out + bias + residual)`. For matmul the bias
 /// is a row vector (one value per column), for conv2d one value per output channel. The residual
-/// (conv2d only) is a tensor laid out as the output, added element by element.
+/// (conv2d only) is a tensor laid out as the output, added element by element. A 16-bit step's
+/// residual holds the step's own type (the kernel casts the pointer back), and its epilogue rounds
+/// after every op (kernels/elementwise.hpp's half_epilogue).
 struct Epilogue {
   const float* bias = nullptr;
   std::span<const UnaryStep> chain;  ///< owned by the executor's step

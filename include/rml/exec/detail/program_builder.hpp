@@ -105,11 +105,20 @@ class ProgramBuilder {
     return producer_[v] < static_cast<std::int64_t>(i);
   }
 
+  /// Whether step `s` is a 16-bit convolution whose kernel runs a fused residual add and unary chain
+  /// over its rounded outputs, each op rounded as if it ran alone (half_epilogue).
+  [[nodiscard]] static bool rounds_half_epilogue(const Step& s) noexcept {
+    return s.fn == &widened_packed_conv2d<f16> || s.fn == &half_conv2d_kernel<bf16>;
+  }
+
   /// Node j as a step of a chain over `v`: a unary op, or an elementwise binary op whose other
   /// operand is a constant f32 scalar that does not change v's type (`minimum(v, 6)` after relu).
-  [[nodiscard]] std::optional<UnaryStep> chain_step(std::size_t j, ValueId v) const {
+  /// Chains run on f32, and on 16-bit values (unary ops only) after a step that rounds_half_epilogue.
+  [[nodiscard]] std::optional<UnaryStep> chain_step(std::size_t j, ValueId v, bool half) const {
     const OpCode op = compiled_[j].op;
-    if (p_->types[v].dtype != DType::f32) return std::nullopt;  // chains run on f32 only
+    const DType dt = p_->types[v].dtype;
+    if (half && is_half_dtype(dt) && is_unary(op)) return UnaryStep{op, compiled_[j].as<UnaryPlan>().gelu_tanh};
+    if (dt != DType::f32) return std::nullopt;
     if (is_unary(op)) return UnaryStep{op, compiled_[j].as<UnaryPlan>().gelu_tanh};
     const bool scalar_op = op == OpCode::Add || op == OpCode::Sub || op == OpCode::Mul || op == OpCode::Div ||
                            op == OpCode::Maximum || op == OpCode::Minimum;
@@ -127,10 +136,11 @@ class ProgramBuilder {
   /// Extends `s` with the chain steps (see chain_step) that alone read its output; returns the last
   /// node fused.
   std::size_t fuse_unary_chain(Step& s, std::size_t last) {
+    const bool half = rounds_half_epilogue(s);
     for (;;) {
       auto j = sole_reader(s.output, last);
       if (!j) return last;
-      const auto step = chain_step(*j, s.output);
+      const auto step = chain_step(*j, s.output, half);
       if (!step) return last;
       s.chain.push_back(*step);
       s.output = g_.nodes[*j].outputs[0];
@@ -161,12 +171,12 @@ class ProgramBuilder {
     ++s.node_count;
   }
 
-  /// A conv2d over packed f32 weights followed by `add` of a tensor of the output's own type (a
-  /// residual connection) adds it in the epilogue, before any activation that follows. The tensor
-  /// must be defined before the conv; the arena never places the output over it (a step's output
-  /// and inputs are live together).
+  /// A conv2d over packed f32 weights, or a 16-bit one that rounds_half_epilogue, followed by `add`
+  /// of a tensor of the output's own type (a residual connection) adds it in the epilogue, before
+  /// any activation that follows. The tensor must be defined before the conv; the arena never
+  /// places the output over it (a step's output and inputs are live together).
   void fuse_residual(Step& s, std::size_t i) {
-    if (s.kernel.dtype != DType::f32 || !s.packed) return;  // the packed f32 paths carry the epilogue
+    if (!(s.kernel.dtype == DType::f32 && s.packed) && !rounds_half_epilogue(s)) return;
     auto j = sole_reader(s.output, i);
     if (!j || compiled_[*j].op != OpCode::Add) return;
     const NodeDef& add = g_.nodes[*j];

@@ -432,6 +432,49 @@ Status binary_kernel_half(const BroadcastPlan& p, const KernelArgs& args) {
   return {};
 }
 
+/// A 16-bit step's fused residual add and chain, over its results `v[0, n)` in f32 before they are
+/// rounded to T (the caller's narrow_n rounds the last op): `v = chain(round(v) + residual)`, every
+/// op's result rounded to T, as binary_kernel_half and unary_chain_half round them when the ops run
+/// alone (the same bits). `residual` is the residual widened to f32 (laid out as v), or null; the
+/// chain may be empty. Block by block, so each block's ops run in L1; callers pass runs of a few
+/// hundred values at least (a call per 56-wide output row had cost ResNet-18's bf16 convolutions
+/// more than the passes it replaced).
+template <typename T>
+void half_epilogue(float* v, const float* residual, std::span<const UnaryStep> chain, std::int64_t n) {
+  constexpr std::int64_t block = 256;
+  T rounded[block];
+  const auto round_through = [&](float* x, std::int64_t m) {
+    narrow_n(x, rounded, m);
+    widen_n(rounded, x, m);
+  };
+  for (std::int64_t i = 0; i < n; i += block) {
+    const std::int64_t m = std::min(block, n - i);
+    float* x = v + i;
+    round_through(x, m);  // the step's own op
+    if (residual) {
+      binary_run<OpCode::Add>(x, true, residual + i, true, x, m);
+      if (!chain.empty()) round_through(x, m);
+    }
+    for (std::size_t s = 0; s < chain.size(); ++s) {
+      unary_apply(chain[s], x, x, m);
+      if (s + 1 < chain.size()) round_through(x, m);
+    }
+  }
+}
+
+/// half_epilogue with the residual in its 16-bit type (laid out as v), widened block by block.
+template <typename T>
+void half_epilogue(float* v, const T* residual, std::span<const UnaryStep> chain, std::int64_t n) {
+  if (!residual) return half_epilogue<T>(v, static_cast<const float*>(nullptr), chain, n);
+  constexpr std::int64_t block = 1024;
+  float wide[block];
+  for (std::int64_t i = 0; i < n; i += block) {
+    const std::int64_t m = std::min(block, n - i);
+    widen_n(residual + i, wide, m);
+    half_epilogue<T>(v + i, static_cast<const float*>(wide), chain, m);
+  }
+}
+
 constexpr bool is_run_or_scalar(std::int64_t innermost_stride) noexcept {
   return innermost_stride == 0 || innermost_stride == 1;
 }

@@ -261,7 +261,8 @@ constexpr std::size_t thread_scratch(std::int64_t steps, std::int64_t nb, bool p
   return line(kMb * nb * kLanes * 4) + line(kMb * kKc * 4) + (panels_per_run ? line(nb * panel_u16<T>(steps) * 2) : 0);
 }
 
-/// One product: out[r, c] = round(chain(sum_k R[r, k] P[k, c] + bias)) for r < m, c < n.
+/// One product: out[r, c] = round(sum_k R[r, k] P[k, c] + bias) for r < m, c < n, then a fused
+/// residual add and chain over the rounded outputs, each op rounded as if it ran alone (half_epilogue).
 template <typename T>
 struct Product {
   Rows rows;
@@ -272,6 +273,7 @@ struct Product {
   const T* bias = nullptr;
   bool bias_along_rows = false;
   std::span<const UnaryStep> chain;
+  const T* residual = nullptr;  ///< laid out as `out` (row stride ldo), or null
   bool portable = false;
   /// With wrap > 0 the columns are positions over rows `wrap` wide of which the first `keep` are
   /// outputs: column c is output column (c / wrap) * keep + c % wrap, and dropped when c % wrap >= keep
@@ -279,12 +281,24 @@ struct Product {
   std::int64_t wrap = 0, keep = 0;
 };
 
-/// Adds the bias, runs the chain and rounds rows [r0, r1), columns [c0, c1) of the f32 tile `acc`
-/// (row stride `ldc`, column c0 first) into the output.
+/// Adds the bias to rows [r0, r1), columns [c0, c1) of the f32 tile `acc` (row stride `ldc`, column
+/// c0 first), runs the fused residual add and chain (half_epilogue) over each row of the tile at
+/// once, and rounds them into the output. `row` and `res` hold c1 - c0 floats.
 template <typename T>
 void finish(const Product<T>& p, const float* acc, std::int64_t ldc, std::int64_t r0, std::int64_t r1, std::int64_t c0,
-            std::int64_t c1, float* row) {
+            std::int64_t c1, float* row, float* res) {
   const std::int64_t len = c1 - c0;
+  const bool fused = p.residual || !p.chain.empty();
+  // Calls f(at, i, count) for each run of the row's columns that are outputs: `count` of them from
+  // the row's column i, at output offset `at` (of row r).
+  const auto runs = [&](std::int64_t r, const auto& f) {
+    if (p.wrap == 0) return f(r * p.ldo + c0, std::int64_t{0}, len);
+    for (std::int64_t c = c0; c < c1;) {  // one output row's part at a time
+      const std::int64_t y = c / p.wrap, x = c % p.wrap, next = std::min(c1, (y + 1) * p.wrap);
+      if (x < p.keep) f(r * p.ldo + y * p.keep + x, c - c0, std::min(p.keep, x + next - c) - x);
+      c = next;
+    }
+  };
   for (std::int64_t r = r0; r < r1; ++r) {
     const float* a = acc + (r - r0) * ldc;
     if (p.bias && p.bias_along_rows) {
@@ -295,17 +309,16 @@ void finish(const Product<T>& p, const float* acc, std::int64_t ldc, std::int64_
     } else {
       std::copy_n(a, len, row);
     }
-    if (!p.chain.empty()) unary_chain(p.chain, row, row, len);
-    T* o = p.out + r * p.ldo;
-    if (p.wrap == 0) {
-      narrow_n(row, o + c0, len);
-      continue;
+    if (fused) {
+      // The residual widened under the row's columns (zero under the dropped ones), then the fused
+      // ops over the whole row.
+      if (p.residual) {
+        if (p.wrap != 0) std::fill_n(res, len, 0.0f);
+        runs(r, [&](std::int64_t at, std::int64_t i, std::int64_t count) { widen_n(p.residual + at, res + i, count); });
+      }
+      half_epilogue<T>(row, p.residual ? static_cast<const float*>(res) : nullptr, p.chain, len);
     }
-    for (std::int64_t c = c0; c < c1;) {  // one output row's part at a time
-      const std::int64_t y = c / p.wrap, x = c % p.wrap, next = std::min(c1, (y + 1) * p.wrap);
-      if (x < p.keep) narrow_n(row + (c - c0), o + y * p.keep + x, std::min(p.keep, x + next - c) - x);
-      c = next;
-    }
+    runs(r, [&](std::int64_t at, std::int64_t i, std::int64_t count) { narrow_n(row + i, p.out + at, count); });
   }
 }
 
@@ -329,7 +342,7 @@ void run(const Product<T>& p, const Panels& panels, bool panels_per_run, std::by
     auto* acc = reinterpret_cast<float*>(mine);
     auto* rowbuf = reinterpret_cast<std::uint32_t*>(mine + (kMb * ldc * 4 + 63) / 64 * 64);
     auto* panelbuf = reinterpret_cast<std::uint16_t*>(reinterpret_cast<std::byte*>(rowbuf) + kMb * kKc * 4);
-    float row[16 * kLanes];
+    float row[16 * kLanes], res[16 * kLanes];
     std::int64_t have = -1;  // the column block in panelbuf
     const std::uint16_t* block = nullptr;
     for (std::int64_t t = tasks * id / n_parts; t < tasks * (id + 1) / n_parts; ++t) {
@@ -352,7 +365,7 @@ void run(const Product<T>& p, const Panels& panels, bool panels_per_run, std::by
         }
       }
       if (steps == 0) std::fill_n(acc, kMb * ldc, 0.0f);
-      finish(p, acc, ldc, r0, r1, j0 * kLanes, std::min(p.n, (j0 + jn) * kLanes), row);
+      finish(p, acc, ldc, r0, r1, j0 * kLanes, std::min(p.n, (j0 + jn) * kLanes), row, res);
     }
   };
   run_parts(pool, n_parts, part);

@@ -147,7 +147,12 @@ Status half_conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       prod.m = p.og, prod.k = kdim, prod.n = plane, prod.nb = w.nb;
       prod.out = out_ptr<T>(args) + (n * p.o + g * p.og) * plane, prod.ldo = plane;
       prod.bias = bias ? bias + g * p.og : nullptr, prod.bias_along_rows = true;
-      if (args.epilogue) prod.chain = args.epilogue->chain;
+      if (args.epilogue) {
+        prod.chain = args.epilogue->chain;
+        // A fused residual is laid out as the output, and of its type (ProgramBuilder::fuse_residual).
+        if (const auto* res = reinterpret_cast<const T*>(args.epilogue->residual))
+          prod.residual = res + (n * p.o + g * p.og) * plane;
+      }
       // Column block [j0, j0 + count) of im2col(xg) as panels: each step's E rows gathered into
       // lines, then interleaved lane by lane.
       const auto panels = [&](std::int64_t j0, std::int64_t count, std::uint16_t* buf) {
