@@ -187,7 +187,7 @@ Status widened_packed_conv2d(const Kernel& k, const KernelArgs& a) {
   // reads and rounds the outputs its part wrote: a band of rows of every plane when the parts take
   // position tiles (large planes), else contiguous ranges (whole planes, as the channel split).
   const std::int64_t threads = a.pool ? a.pool->threads() : 1;
-  const std::int64_t bands = conv_splits_positions(w) ? std::min<std::int64_t>(threads, conv_split_parts(w)) : 1;
+  const std::int64_t bands = std::min(threads, conv_position_parts(w));
   const auto convert = [&](std::int64_t planes, std::int64_t rows, std::int64_t cols, const auto& f) {
     if (bands <= 1) return convert_parallel(a.pool, planes * rows * cols, f);
     run_parts(a.pool, bands, [&](std::int64_t q) {

@@ -117,9 +117,9 @@ class ProgramBuilder {
   [[nodiscard]] std::optional<UnaryStep> chain_step(std::size_t j, ValueId v, bool half) const {
     const OpCode op = compiled_[j].op;
     const DType dt = p_->types[v].dtype;
-    if (half && is_half_dtype(dt) && is_unary(op)) return UnaryStep{op, compiled_[j].as<UnaryPlan>().gelu_tanh};
-    if (dt != DType::f32) return std::nullopt;
+    if (dt != DType::f32 && !(half && is_half_dtype(dt))) return std::nullopt;
     if (is_unary(op)) return UnaryStep{op, compiled_[j].as<UnaryPlan>().gelu_tanh};
+    if (dt != DType::f32) return std::nullopt;  // a 16-bit chain takes unary ops only
     const bool scalar_op = op == OpCode::Add || op == OpCode::Sub || op == OpCode::Mul || op == OpCode::Div ||
                            op == OpCode::Maximum || op == OpCode::Minimum;
     const NodeDef& node = g_.nodes[j];

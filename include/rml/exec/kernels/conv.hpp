@@ -956,16 +956,12 @@ inline void packed_conv_block(const Conv2dPlan& p, const PackedConvWeights& pw, 
   if (!epi.empty() && !finish) apply_epilogue(epi, BiasAlong::rows, yg, plane, r0, r1, first, last);
 }
 
-/// Whether a run over `pw` splits its output over the threads by positions (each part a range of
-/// every output plane: Winograd's tile ranges, GEMM position tiles), not by output channels.
-inline bool conv_splits_positions(const PackedConvWeights& pw) noexcept {
-  if (pw.winograd) return pw.winograd->parts > 1;
-  return pw.parts > 1 && !pw.split_rows && !pw.transposed && !pw.direct;
-}
-
-/// The parts a run over `pw` splits into.
-inline std::int64_t conv_split_parts(const PackedConvWeights& pw) noexcept {
-  return pw.winograd ? pw.winograd->parts : pw.parts;
+/// The parts a run over `pw` splits its output positions into, each a range of every output plane
+/// (Winograd's tile ranges, GEMM position tiles); 1 when its parts split output channels instead,
+/// or it runs whole on one thread.
+inline std::int64_t conv_position_parts(const PackedConvWeights& pw) noexcept {
+  if (pw.winograd) return pw.winograd->parts;
+  return !pw.split_rows && !pw.transposed && !pw.direct ? pw.parts : 1;
 }
 
 /// conv2d over weights packed at create, `x` already subsampled when pw.subsampled is set (as the

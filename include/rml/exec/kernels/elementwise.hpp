@@ -141,6 +141,24 @@ constexpr I int_unary(I v) noexcept {
     static_assert(dependent_false<I>, "rml: no integer kernel for this unary op");
 }
 
+/// `x[0, m)` rounded to T and widened back, in place, through `rounded` (m values of T).
+template <typename T>
+void round_through(float* x, T* rounded, std::int64_t m) noexcept {
+  narrow_n(x, rounded, m);
+  widen_n(rounded, x, m);
+}
+
+/// The chain over f32 values `x[0, m)` as 16-bit ops run it: each op computed by the f32 code and
+/// its result rounded to T before the next (the last op's rounding is the caller's narrow_n).
+/// `rounded` holds m values of T.
+template <typename T>
+void half_chain_steps(std::span<const UnaryStep> chain, float* x, T* rounded, std::int64_t m) {
+  for (std::size_t s = 0; s < chain.size(); ++s) {
+    unary_apply(chain[s], x, x, m);
+    if (s + 1 < chain.size()) round_through(x, rounded, m);
+  }
+}
+
 /// The 16-bit floats: blocks widened to f32 on the stack, each step of the chain computed by the
 /// f32 code and its result rounded to T, as if each op ran alone.
 template <typename T>
@@ -151,13 +169,7 @@ void unary_chain_half(std::span<const UnaryStep> chain, const T* x, T* y, std::i
   for (std::int64_t b = 0; b < n; b += block) {
     const std::int64_t len = std::min(block, n - b);
     widen_n(x + b, buf, len);
-    for (std::size_t s = 0; s < chain.size(); ++s) {
-      unary_apply(chain[s], buf, buf, len);
-      if (s + 1 < chain.size()) {
-        narrow_n(buf, rounded, len);
-        widen_n(rounded, buf, len);
-      }
-    }
+    half_chain_steps(chain, buf, rounded, len);
     narrow_n(buf, y + b, len);
   }
 }
@@ -443,22 +455,15 @@ template <typename T>
 void half_epilogue(float* v, const float* residual, std::span<const UnaryStep> chain, std::int64_t n) {
   constexpr std::int64_t block = 256;
   T rounded[block];
-  const auto round_through = [&](float* x, std::int64_t m) {
-    narrow_n(x, rounded, m);
-    widen_n(rounded, x, m);
-  };
   for (std::int64_t i = 0; i < n; i += block) {
     const std::int64_t m = std::min(block, n - i);
     float* x = v + i;
-    round_through(x, m);  // the step's own op
+    round_through(x, rounded, m);  // the step's own op
     if (residual) {
       binary_run<OpCode::Add>(x, true, residual + i, true, x, m);
-      if (!chain.empty()) round_through(x, m);
+      if (!chain.empty()) round_through(x, rounded, m);
     }
-    for (std::size_t s = 0; s < chain.size(); ++s) {
-      unary_apply(chain[s], x, x, m);
-      if (s + 1 < chain.size()) round_through(x, m);
-    }
+    half_chain_steps(chain, x, rounded, m);
   }
 }
 
