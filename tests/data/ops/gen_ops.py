@@ -1485,6 +1485,30 @@ def half_residual_cases():
         c.write()
 
 
+def row_band_cases():
+    """Convolutions that run turned around and read their padded input in place (conv.hpp's direct
+    runs), large enough that at 2 threads each part takes a band of output rows over every channel
+    (PackedConvWeights::by_rows) and pads only the input rows its band reads: a stride-2 one with an
+    odd number of rows (bands of 7 and 8), and a stride-1 one whose residual add and relu run as it
+    stores its outputs. 48 channels are at least two GEMM panels at every SIMD width. Their own
+    generator."""
+    r = np.random.default_rng(20261204)
+    for name, (xs, stride, residual) in {"s2_odd_rows_relu": ((1, 16, 30, 30), 2, False),
+                                         "residual_relu": ((1, 16, 16, 16), 1, True)}.items():
+        x = f32(r.uniform(-1, 1, xs))
+        w, bias = f32(r.uniform(-1, 1, (48, 16, 3, 3))), f32(r.uniform(-1, 1, 48))
+        y = conv_ref(x, w, bias, [stride] * 2, [1, 1, 1, 1], [1, 1], 1)
+        c = Case("threads_conv_row_bands_" + name, tol_k(16 * 9))
+        out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y),
+                     {"strides": [stride] * 2, "pads": [1, 1, 1, 1]})
+        if residual:
+            res = f32(r.uniform(-1, 1, y.shape))
+            y = f32(y) + res
+            out = c.node("add", [out, c.input(res, "residual")], y)
+        c.output(c.node("relu", [out], f32(np.maximum(y, 0))))
+        c.write()
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -1511,6 +1535,7 @@ def main():
     half_bulk_cases()
     few_rows_cases()
     half_residual_cases()
+    row_band_cases()
 
 
 if __name__ == "__main__":

@@ -682,6 +682,9 @@ struct PackedConvWeights {
   /// Transposed runs whose Xᵀ the GEMM reads in place (sgemm::OffsetBlock), one output row at a
   /// time: from the padded input as implicit runs lay it out, or a 1x1 convolution's input itself.
   bool direct = false;
+  /// Direct runs not 1x1 whose parts take bands of output rows over every channel panel, rather
+  /// than channel panels over every row (see pack_conv_weights).
+  bool by_rows = false;
   /// Transposed runs whose output rows are too short to read in place: Xᵀ packed from the padded
   /// input (gather_transposed_x) rather than through im2col.
   bool gathered = false;
@@ -836,6 +839,13 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
     pw->parts = std::min<std::int64_t>(threads, (panels + tile_panels - 1) / tile_panels);
   }
   pw->cols = tile_panels * nr;
+  // A direct run splits output rows when its padded input outweighs a quarter of its weights and
+  // each part gets 7 rows or more: each part then pads only the input rows its band reads (a
+  // channel split pads the whole input once per part, half of it written by the other core), and
+  // both read all of the weights. ResNet's stride-2 3x3 convolutions onto 28 x 28 and 14 x 14 take
+  // bands; onto 7 x 7 their 4.7 MB of weights keep the channel split.
+  pw->by_rows = pw->direct && !pw->pointwise && pw->parts > 1 && p.oh >= 7 * pw->parts &&
+                p.og * kdim <= 4 * pw->planes * hp * wp;
   const std::int64_t per_group = pw->group_floats();
   pw->a.resize(static_cast<std::size_t>(p.groups * per_group));
   for (std::int64_t g = 0; g < p.groups; ++g) {
@@ -961,7 +971,7 @@ inline void packed_conv_block(const Conv2dPlan& p, const PackedConvWeights& pw, 
 /// or it runs whole on one thread.
 inline std::int64_t conv_position_parts(const PackedConvWeights& pw) noexcept {
   if (pw.winograd) return pw.winograd->parts;
-  return !pw.split_rows && !pw.transposed && !pw.direct ? pw.parts : 1;
+  return pw.by_rows || (!pw.split_rows && !pw.transposed) ? pw.parts : 1;
 }
 
 /// conv2d over weights packed at create, `x` already subsampled when pw.subsampled is set (as the
@@ -1011,25 +1021,29 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
         // streamed once from the packed weights, depth block by depth block, over every row.
         // A 1x1 convolution reads its plane as one row (the input is contiguous); others row by row.
         const std::int64_t rows = pointwise ? 1 : p.oh, row_len = pointwise ? plane : p.ow;
-        // The parts take channel panels when the panels divide evenly, else (1x1 convolutions) a
-        // range of positions each over every panel: 3 panels on 2 threads had run 2:1.
+        // The parts take channel panels when the panels divide evenly, else a range of positions
+        // each over every panel: a 1x1 convolution's range of its one row (3 panels on 2 threads
+        // had run 2:1), other convolutions' bands of rows when pw.by_rows.
         const bool by_positions = pointwise && pw.parts > 1 && panels % pw.parts != 0;
+        const bool split_positions = by_positions || pw.by_rows;
         const std::int64_t all_tiles = (row_len + mr - 1) / mr;
         const auto run_part = [&](std::int64_t part) {
           const float* base = xg;
-          std::int64_t jp0 = 0, jp1 = panels, x0 = 0, x1 = row_len;
+          std::int64_t jp0 = 0, jp1 = panels, x0 = 0, x1 = row_len, oy0 = 0, oy1 = rows;
           if (by_positions)
             x0 = all_tiles * part / pw.parts * mr, x1 = std::min(row_len, all_tiles * (part + 1) / pw.parts * mr);
+          else if (pw.by_rows)
+            oy0 = rows * part / pw.parts, oy1 = rows * (part + 1) / pw.parts;
           else
             jp0 = panels * part / pw.parts, jp1 = panels * (part + 1) / pw.parts;
-          if (jp0 >= jp1 || x0 >= x1) return;
+          if (jp0 >= jp1 || x0 >= x1 || oy0 >= oy1) return;
           if (!pointwise) {
-            // Every part reads all of the padded input, so each pads a copy of its own (see
-            // gathered runs below): 64-channel 3x3 convolutions onto 16 x 16 took 105 us at 2
-            // threads over one copy padded in bands of rows by both, 65 us this way (128 channels
-            // onto 8 x 8: 78 -> 62 us).
+            // Each part pads a copy of its own: of the rows its band reads, or of all of the
+            // padded input when every part reads all of it (see gathered runs below): 64-channel
+            // 3x3 convolutions onto 16 x 16 took 105 us at 2 threads over one copy padded in bands
+            // of rows by both, 65 us this way (128 channels onto 8 x 8: 78 -> 62 us).
             float* own = padded + part * pw.padded_copy_floats();
-            pad_input(p, pw, xg, own, 0, pw.hp);
+            pad_input(p, pw, xg, own, oy0, oy1 + pw.hp - p.oh);
             base = own;
           }
           // The part's positions in tiles of equal rows: a last tile of one to three rows keeps too few
@@ -1045,9 +1059,10 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
               // memory, had made ResNet-50's 1x1 convolutions on 7 x 7 1.4x slower than warm ones.
               const float* next = wt.at(k0 + kc, j);
               const std::int64_t next_bytes = (wg + pw.group_floats() - next) * 4;
-              const std::int64_t share = (kc * sgemm::kNr * 4 / 64 + rows * row_tiles - 1) / (rows * row_tiles);
+              const std::int64_t part_tiles = (oy1 - oy0) * row_tiles;
+              const std::int64_t share = (kc * sgemm::kNr * 4 / 64 + part_tiles - 1) / part_tiles;
               std::int64_t t = 0;
-              for (std::int64_t oy = 0; oy < rows; ++oy)
+              for (std::int64_t oy = oy0; oy < oy1; ++oy)
                 for (std::int64_t i = 0; i < row_tiles; ++i, ++t) {
                   const std::int64_t a0 = x0 + (x1 - x0) * i / row_tiles, a1 = x0 + (x1 - x0) * (i + 1) / row_tiles;
                   sgemm::exact_rows(sgemm::OffsetBlock{base + oy * pw.wp + a0, pw.k_offset.data()}, wt, j, k0, kc,
@@ -1056,10 +1071,11 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
                 }
             }
           }
-          if (!by_positions) return finish_columns(jp0 * sgemm::kNr, std::min(p.og, jp1 * sgemm::kNr));
-          const std::optional<sgemm::Finish> at = finish ? std::optional(finish->at(0, x0, plane)) : std::nullopt;
-          transpose_matrix(yt + x0 * p.og, p.og, x1 - x0, p.og, yg + x0, plane, at ? &*at : nullptr);
-          if (!eg.empty() && !finish) apply_epilogue(eg, BiasAlong::rows, yg, plane, 0, p.og, x0, x1);
+          if (!split_positions) return finish_columns(jp0 * sgemm::kNr, std::min(p.og, jp1 * sgemm::kNr));
+          const std::int64_t q0 = oy0 * row_len + x0, q1 = (oy1 - 1) * row_len + x1;  // the part's positions
+          const std::optional<sgemm::Finish> at = finish ? std::optional(finish->at(0, q0, plane)) : std::nullopt;
+          transpose_matrix(yt + q0 * p.og, p.og, q1 - q0, p.og, yg + q0, plane, at ? &*at : nullptr);
+          if (!eg.empty() && !finish) apply_epilogue(eg, BiasAlong::rows, yg, plane, 0, p.og, q0, q1);
         };
         run_parts(pool, pw.parts, run_part);
         continue;
