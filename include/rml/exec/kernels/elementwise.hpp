@@ -375,49 +375,52 @@ void binary_run(const float* x, bool x_run, const float* y, bool y_run, float* o
     z = BinaryOp<Op>::apply(Eigen::ArrayXf::Constant(n, *x), Eigen::ArrayXf::Constant(n, *y));
 }
 
-/// f32: rows through Eigen (vectorised), with a fused chain applied per block of rows.
+/// A broadcast binary op whose innermost dimension is a run or a scalar in each operand (stride 1
+/// or 0), over the threads: `run(xa, ya, o, n)` computes z[o, o + n) from x and y at xa and ya, and
+/// `after(b, e)` then runs over the outputs [b, e) a thread computed. A single run (operands of one
+/// shape, or one a scalar) splits into ranges of it: for an activation, whole planes but at most one
+/// (the split rule above run_parts); several rows split into ranges of rows.
+template <typename In, typename Run, typename After>
+void binary_rows(const BroadcastPlan& p, const ThreadPool* pool, const In* x, const In* y, const Run& run,
+                 const After& after) {
+  if (p.n == 0) return;
+  const std::int64_t len = p.dims.back(), rows = p.n / len;
+  const std::int64_t sx = p.strides[0].back(), sy = p.strides[1].back();
+  if (rows == 1) {
+    parallel_ranges(pool, p.n, work_grain(1), [&](std::int64_t b, std::int64_t e) {
+      run(x + (sx ? b : 0), y + (sy ? b : 0), b, e - b);
+      after(b, e);
+    });
+    return;
+  }
+  parallel_ranges(pool, rows, work_grain(len), [&](std::int64_t b, std::int64_t e) {
+    for_each_row<2>(
+        p, b, e, [&](const std::array<std::int64_t, 2>& off, std::int64_t o) { run(x + off[0], y + off[1], o, len); });
+    after(b * len, e * len);
+  });
+}
+
+/// f32: runs through Eigen (vectorised), with a fused chain applied over each thread's outputs.
 template <OpCode Op>
 Status binary_kernel_f32(const BroadcastPlan& p, const KernelArgs& args) {
-  const float* x = in_ptr<float>(args, 0);
-  const float* y = in_ptr<float>(args, 1);
   float* z = out_ptr<float>(args);
-  const std::int64_t len = p.dims.back();
-  const std::int64_t sx = p.strides[0].back(), sy = p.strides[1].back();
-  auto run = [&](const float* xa, const float* ya, std::int64_t o, std::int64_t n) {
-    binary_run<Op>(xa, sx != 0, ya, sy != 0, z + o, n);
-  };
-  auto row = [&](const std::array<std::int64_t, 2>& off, std::int64_t o) { run(x + off[0], y + off[1], o, len); };
-  if (p.n == 0) return {};
-  const std::int64_t rows = p.n / len;
+  const bool sx = p.strides[0].back() != 0, sy = p.strides[1].back() != 0;
   const bool fused = args.epilogue && !args.epilogue->chain.empty();
-  if (rows == 1 && args.pool) {
-    // One contiguous run (operands of one shape, or one a scalar), one range of it per thread: for
-    // an activation, whole planes but at most one (the split rule above run_parts).
-    parallel_ranges(args.pool, p.n, work_grain(1), [&](std::int64_t b, std::int64_t e) {
-      run(x + (sx ? b : 0), y + (sy ? b : 0), b, e - b);
-      if (fused) unary_chain(args.epilogue->chain, z + b, z + b, e - b);
-    });
-    return {};
-  }
-  parallel_ranges(args.pool, rows, work_grain(len), [&](std::int64_t b, std::int64_t e) {
-    for_each_row<2>(p, b, e, row);
-    if (fused) unary_chain(args.epilogue->chain, z + b * len, z + b * len, (e - b) * len);
-  });
+  binary_rows(
+      p, args.pool, in_ptr<float>(args, 0), in_ptr<float>(args, 1),
+      [&](const float* xa, const float* ya, std::int64_t o, std::int64_t n) { binary_run<Op>(xa, sx, ya, sy, z + o, n); },
+      [&](std::int64_t b, std::int64_t e) {
+        if (fused) unary_chain(args.epilogue->chain, z + b, z + b, e - b);
+      });
   return {};
 }
 
-/// f16 and bf16 whose innermost dimension is a run or a scalar in each operand: blocks of each row
-/// widened to f32, the f32 op run over them as binary_kernel_f32 runs it, the result rounded once.
-/// A single run (operands of one shape) splits into ranges of it over the threads.
+/// f16 and bf16: blocks of each run widened to f32, the f32 op run over them as binary_kernel_f32
+/// runs it, the result rounded once.
 template <OpCode Op, typename T>
 Status binary_kernel_half(const BroadcastPlan& p, const KernelArgs& args) {
-  const T* x = in_ptr<T>(args, 0);
-  const T* y = in_ptr<T>(args, 1);
   T* z = out_ptr<T>(args);
-  const std::int64_t len = p.dims.back();
-  const std::int64_t sx = p.strides[0].back(), sy = p.strides[1].back();
-  if (p.n == 0) return {};
-  // z[o, o + n) from x and y at xa and ya, each a run (stride 1) or one scalar (stride 0).
+  const bool sx = p.strides[0].back() != 0, sy = p.strides[1].back() != 0;
   const auto run = [&](const T* xa, const T* ya, std::int64_t o, std::int64_t n) {
     constexpr std::int64_t block = 512;
     float bx[block], by[block], out[block];
@@ -427,20 +430,11 @@ Status binary_kernel_half(const BroadcastPlan& p, const KernelArgs& args) {
       const std::int64_t m = std::min(block, n - i);
       if (sx) widen_n(xa + i, bx, m);
       if (sy) widen_n(ya + i, by, m);
-      binary_run<Op>(bx, sx != 0, by, sy != 0, out, m);
+      binary_run<Op>(bx, sx, by, sy, out, m);
       narrow_n(out, z + o + i, m);
     }
   };
-  const std::int64_t rows = p.n / len;
-  if (rows == 1) {
-    parallel_ranges(args.pool, len, work_grain(1),
-                    [&](std::int64_t b, std::int64_t e) { run(x + (sx ? b : 0), y + (sy ? b : 0), b, e - b); });
-    return {};
-  }
-  parallel_ranges(args.pool, rows, work_grain(len), [&](std::int64_t b, std::int64_t e) {
-    for_each_row<2>(
-        p, b, e, [&](const std::array<std::int64_t, 2>& off, std::int64_t o) { run(x + off[0], y + off[1], o, len); });
-  });
+  binary_rows(p, args.pool, in_ptr<T>(args, 0), in_ptr<T>(args, 1), run, [](std::int64_t, std::int64_t) {});
   return {};
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "rml/exec/kernels/common.hpp"
@@ -129,8 +130,11 @@ inline void pad_half_input(const Conv2dPlan& p, const Half16Packed& w, const std
       std::copy_n(xg + (c * p.h + iy) * p.w, cols, padded + (c * w.hp + iy + p.pad_top) * w.wp + p.pad_left);
 }
 
+/// bf16 conv2d with constant weights through the 16-bit GEMM. (f16 convolutions run through the f32
+/// kernels instead, widened_packed_conv2d: ProgramBuilder::plan_half_conv_of.)
 template <typename T>
 Status half_conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
+  static_assert(std::is_same_v<T, bf16>, "f16 convolutions run through widened_packed_conv2d");
   const auto& p = kernel.as<Conv2dPlan>();
   const auto& w = *static_cast<const Half16Packed*>(args.packed);
   constexpr std::int64_t E = g16::kElems<T>;
@@ -190,12 +194,8 @@ Status half_conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
           for (std::int64_t s = 0; s < steps; ++s) {
             std::uint16_t* dst = buf + j * pstride + s * g16::kLanes * E;
             const std::uint16_t* a = padded + w.k_offset[static_cast<std::size_t>(s * E)] + q;
-            if constexpr (E == 2) {
-              const std::int64_t k1 = s * 2 + 1;
-              interleave16(a, k1 < kdim ? padded + w.k_offset[static_cast<std::size_t>(k1)] + q : kZeros, dst);
-            } else {
-              std::copy_n(a, g16::kLanes, dst);
-            }
+            const std::int64_t k1 = s * E + 1;  // a bf16 step's second row
+            interleave16(a, k1 < kdim ? padded + w.k_offset[static_cast<std::size_t>(k1)] + q : kZeros, dst);
           }
         }
         return static_cast<const std::uint16_t*>(buf);
