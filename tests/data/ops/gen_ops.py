@@ -1509,6 +1509,38 @@ def row_band_cases():
         c.write()
 
 
+def winograd_turned_cases():
+    """Winograd convolutions whose passes hold too few tiles for whole GEMM panels of them, so the
+    products run turned around (kernels/winograd.hpp's WinogradWeights::turned): 25 tiles (a 10 x 10
+    plane at F(2, 3)) with AVX-512's and AVX2's panels; 272 input channels, two depth blocks summed
+    through the turned tiles; 60 output channels, a last panel of them partial; at 2 threads, the
+    small-plane split by panels of output channels (with a residual add in the output transform)
+    and tile ranges of 50 tiles each. Their own generator."""
+    r = np.random.default_rng(20261207)
+    cases = {
+        "conv2d_winograd_turned_relu": dict(x=(1, 48, 10, 10), w=(64, 48), act=True),
+        "conv2d_winograd_turned_deep": dict(x=(1, 272, 10, 10), w=(60, 272)),
+        "threads_conv2d_winograd_turned_residual_relu": dict(x=(1, 64, 10, 10), w=(96, 64), act=True, residual=True),
+        "threads_conv2d_winograd_turned_ranges": dict(x=(1, 48, 20, 20), w=(64, 48), act=True),
+    }
+    for name, spec in cases.items():
+        o, ci = spec["w"]
+        x, w = f32(r.uniform(-1, 1, spec["x"])), f32(r.uniform(-1, 1, (o, ci, 3, 3)))
+        bias = f32(r.uniform(-1, 1, o))
+        y = conv_ref(x, w, bias, [1, 1], [1, 1, 1, 1], [1, 1], 1)
+        c = Case(name, tol_k(ci * 9))
+        out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y), {"pads": [1, 1, 1, 1]})
+        if spec.get("residual"):
+            res = f32(r.uniform(-1, 1, y.shape))
+            y = f32(y) + res
+            out = c.node("add", [out, c.input(res, "residual")], y)
+        if spec.get("act"):
+            y = np.maximum(y, 0)
+            out = c.node("relu", [out], f32(y))
+        c.output(out)
+        c.write()
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -1536,6 +1568,7 @@ def main():
     few_rows_cases()
     half_residual_cases()
     row_band_cases()
+    winograd_turned_cases()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include "rml/exec/kernels/elementwise.hpp"
 #include "rml/exec/kernels/matmul.hpp"
 #include "rml/exec/kernels/sgemm.hpp"
+#include "rml/exec/kernels/transpose.hpp"
 
 namespace rml::detail {
 
@@ -26,10 +27,13 @@ namespace rml::detail {
 // conformance tolerance (docs/ops.md), so F(2, 3) is the default (rml::Winograd).
 //
 // The transforms run over kLanes tiles at a time, each value a short array across the tiles, so they
-// vectorise along the tiles. A run takes its tiles in chunks whose transformed input and products
-// fill up to four times L2; at several threads each thread takes a range of chunks, or, with too few tiles for
-// that, every thread transforms each chunk's input and runs the products and outputs of a range of
-// output channels.
+// vectorise along the tiles. When a pass holds few tiles, so that whole GEMM panels of them would
+// compute a sixth or more past the last tile (a 14 x 14 plane's 49 tiles in 64 columns), the
+// products run turned around: M_e^T = V_e^T U_e^T, a row per tile, read in place from V, over panels
+// of output channels, then transposed into M. A run takes its tiles in chunks whose transformed
+// input and products fill up to four times L2; at several threads each thread takes a range of
+// chunks, or, with too few tiles for that, every thread transforms each chunk's input and runs the
+// products and outputs of a range of output channels.
 
 /// The transforms of F(m x m, 3 x 3). Each 1-D transform works over kLanes tiles: `x` holds its
 /// rows of kLanes values, `xs` floats apart; `r` receives the result rows, `rs` apart.
@@ -99,7 +103,8 @@ struct WinogradTransforms<4> {
 };
 
 struct WinogradWeights {
-  static constexpr std::int64_t kLanes = 16;  ///< tiles each transform runs over at once
+  static constexpr std::int64_t kLanes = 16;       ///< tiles each transform runs over at once
+  static constexpr std::int64_t kMostChunk = 256;  ///< tiles a pass holds at most
 
   std::int64_t m = 4;                                ///< output positions per tile side: 2 or 4
   std::int64_t elems = 36;                           ///< elements of the transformed domain, (m + 2)^2
@@ -109,10 +114,16 @@ struct WinogradWeights {
   std::int64_t chunk = 0;                            ///< tiles per pass, a multiple of kLanes and sgemm::kNr
   std::int64_t parts = 1;                            ///< tile ranges run in parallel
   std::int64_t threads = 1;                          ///< threads the run was planned for
-  /// Per element e: U_e (row-major [o, c]) packed by sgemm::pack_a.
+  bool turned = false;                               ///< products turned around (winograd_products)
+  /// Per element e: U_e (row-major [o, c]) packed by sgemm::pack_a, or when turned U_e^T ([c, o]) in
+  /// panels of output channels by sgemm::pack_b.
   std::vector<float, Eigen::aligned_allocator<float>> u;
+  /// When turned: depth step k's row of an element's V block, k * chunk, as the products read V in place.
+  std::vector<std::int64_t> v_rows;
 
-  [[nodiscard]] std::int64_t u_floats() const noexcept { return sgemm::packed_floats(o, c); }
+  [[nodiscard]] std::int64_t u_floats() const noexcept {
+    return turned ? sgemm::packed_b_floats(c, o) : sgemm::packed_floats(o, c);
+  }
   [[nodiscard]] const float* u_of(std::int64_t e) const noexcept { return u.data() + e * u_floats(); }
   /// Floats from one element's [c, chunk] block of V to the next's, and from one [o, chunk] block of
   /// M to the next's: one cache line more than the block. A transform stores (or loads) one tile
@@ -129,8 +140,10 @@ struct WinogradWeights {
   /// Parts' scratch a run holds: one per tile range, or, with too few tiles for a range per thread,
   /// one per thread that takes output channels of each chunk (winograd_conv2d_m).
   [[nodiscard]] std::int64_t copies() const noexcept { return std::max(parts, std::min(threads, o_blocks())); }
-  /// Blocks of kMr output channels, the unit the small-plane split hands each thread.
-  [[nodiscard]] std::int64_t o_blocks() const noexcept { return (o + sgemm::kMr - 1) / sgemm::kMr; }
+  /// Output channels the products take as one unit: a row block of U_e, or a panel when turned.
+  [[nodiscard]] std::int64_t o_unit() const noexcept { return turned ? sgemm::kNr : sgemm::kMr; }
+  /// Units of output channels, what the small-plane split hands each thread.
+  [[nodiscard]] std::int64_t o_blocks() const noexcept { return (o + o_unit() - 1) / o_unit(); }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
     return static_cast<std::size_t>(copies() * (v_floats() + m_floats())) * sizeof(float);
   }
@@ -187,15 +200,28 @@ std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p
   // whole panels and each pass over U_e (read from further away when the channels are many) pays.
   const auto l2 = static_cast<std::int64_t>(Eigen::l2CacheSize());
   std::int64_t chunk = 4 * l2 / (static_cast<std::int64_t>(sizeof(float)) * E * (p.c + p.o));
-  chunk = std::clamp<std::int64_t>(chunk / W::kLanes * W::kLanes, 64, 256);
+  chunk = std::clamp<std::int64_t>(chunk / W::kLanes * W::kLanes, 64, W::kMostChunk);
   // At several threads, one range of tiles per thread when each gets at least 48.
   if (ww->threads > 1 && ww->total >= 48 * ww->threads) {
     ww->parts = ww->threads;
     chunk = std::min(chunk, (ww->total + ww->parts - 1) / ww->parts);
   }
   chunk = std::min(chunk, ww->total);
+  // Turned around when sgemm::multiply's whole panels of tiles (a last one of one packet where that
+  // covers the rest) would compute more than 1/0.85 times the pass's tiles: the turned product
+  // computes every tile once and rounds the output channels up to a panel instead.
+  const auto computed = [](std::int64_t n) {
+    const std::int64_t rest = n % sgemm::kNr;
+    return n - rest + (rest == 0 ? 0 : rest <= sgemm::kLanes ? sgemm::kLanes : sgemm::kNr);
+  };
+  const std::int64_t o_panels = (p.o + sgemm::kNr - 1) / sgemm::kNr * sgemm::kNr;
+  ww->turned = 20 * chunk * o_panels < 17 * computed(chunk) * p.o;
   constexpr std::int64_t step = std::max(W::kLanes, sgemm::kNr);
   ww->chunk = (chunk + step - 1) / step * step;
+  if (ww->turned) {
+    ww->v_rows.resize(static_cast<std::size_t>(p.c));
+    for (std::int64_t k = 0; k < p.c; ++k) ww->v_rows[static_cast<std::size_t>(k)] = k * ww->chunk;
+  }
 
   // U_e as row-major [o, c] per element (= U_e^T column-major [c, o]), then packed.
   std::vector<float> u(static_cast<std::size_t>(E * p.c * p.o));
@@ -207,8 +233,13 @@ std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p
         u[static_cast<std::size_t>((e * p.o + oc) * p.c + ci)] = static_cast<float>(tile[e]);
     }
   ww->u.resize(static_cast<std::size_t>(E * ww->u_floats()));
-  for (std::int64_t e = 0; e < E; ++e)
-    sgemm::pack_a(u.data() + e * p.o * p.c, p.c, p.o, p.c, ww->u.data() + e * ww->u_floats());
+  for (std::int64_t e = 0; e < E; ++e) {
+    const float* ue = u.data() + e * p.o * p.c;
+    if (ww->turned)
+      sgemm::pack_b(ue, 1, p.c, p.c, p.o, ww->u.data() + e * ww->u_floats());
+    else
+      sgemm::pack_a(ue, p.c, p.o, p.c, ww->u.data() + e * ww->u_floats());
+  }
   return ww;
 }
 
@@ -292,11 +323,45 @@ void winograd_input(const Conv2dPlan& p, const WinogradWeights& ww, const float*
   }
 }
 
-/// Output channels [o0, o1) (o0 a multiple of sgemm::kMr) of the products: m_e [o, chunk] = U_e v_e
-/// for every element e over the first nt tiles, in whole GEMM panels (the columns past nt hold
-/// whatever v held there, and are never read).
+/// Output channels [o0, o1) (o0 a multiple of ww.o_unit()) of the products: m_e [o, chunk] = U_e v_e
+/// for every element e over the first nt tiles. Not turned, in whole GEMM panels of tiles (the
+/// columns past nt hold whatever v held there, and are never read). Turned, M_e^T = V_e^T U_e^T:
+/// tiles of up to kMr rows over every tile, V_e read in place, each panel of output channels
+/// through every depth block before the next (its next block asked for a share per tile, as the
+/// direct convolutions stream their weights), its [nt, kNr] sums then transposed into m_e. The
+/// depth blocks are sgemm::multiply's, summed in the same order: the same bits.
 inline void winograd_products(const WinogradWeights& ww, const float* v, float* m, std::int64_t nt, std::int64_t o0,
                               std::int64_t o1) {
+  if (ww.turned) {
+    constexpr std::int64_t mr = sgemm::kMr, nr = sgemm::kNr;
+    alignas(64) float sums[WinogradWeights::kMostChunk * nr];
+    const std::int64_t row_tiles = (nt + mr - 1) / mr;
+    const float* u_end = ww.u.data() + ww.u.size();
+    for (std::int64_t e = 0; e < ww.elems; ++e) {
+      const sgemm::PanelRows ut{ww.u_of(e), ww.c};
+      const float* ve = v + e * ww.v_step();
+      float* me = m + e * ww.m_step();
+      for (std::int64_t j = o0; j < o1; j += nr) {
+        for (std::int64_t k0 = 0; k0 < ww.c; k0 += sgemm::kDepth) {
+          const std::int64_t kc = std::min(sgemm::kDepth, ww.c - k0);
+          // U's next block this run reads: this panel's next depth block, else the next panel's first
+          // (the next element's first in [o0, o1) after the last).
+          const float* next = k0 + kc < ww.c || j + nr < o1 ? ut.at(k0 + kc, j)
+                              : e + 1 < ww.elems            ? ww.u_of(e + 1) + o0 * ww.c
+                                                            : u_end;
+          const std::int64_t bytes = std::min<std::int64_t>(sgemm::kDepth * nr, u_end - next) * 4;
+          const std::int64_t share = (kc * nr * 4 / 64 + row_tiles - 1) / row_tiles;
+          for (std::int64_t i = 0; i < row_tiles; ++i) {
+            const std::int64_t t0 = nt * i / row_tiles, rows = nt * (i + 1) / row_tiles - t0;
+            sgemm::exact_rows(sgemm::OffsetBlock{ve + t0, ww.v_rows.data()}, ut, j, k0, kc, sums + t0 * nr, nr, k0 > 0,
+                              rows, nr, sgemm::Prefetch::part(next, bytes, i * share, share));
+          }
+        }
+        transpose_matrix(sums, nr, nt, std::min(nr, o1 - j), me + j * ww.chunk, ww.chunk);
+      }
+    }
+    return;
+  }
   for (std::int64_t e = 0; e < ww.elems; ++e)
     sgemm::multiply(ww.u_of(e), ww.c, sgemm::StridedRows{v + e * ww.v_step(), ww.chunk}, nt, m + e * ww.m_step(),
                     ww.chunk, o0, o1, true, nullptr);
@@ -400,8 +465,8 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const flo
   pool->parallel_for(out_parts, [&](std::int64_t q) {
     float* v = scratch + q * (ww.v_floats() + ww.m_floats());
     float* m = v + ww.v_floats();
-    const std::int64_t o0 = blocks * q / out_parts * sgemm::kMr;
-    const std::int64_t o1 = std::min(ww.o, blocks * (q + 1) / out_parts * sgemm::kMr);
+    const std::int64_t o0 = blocks * q / out_parts * ww.o_unit();
+    const std::int64_t o1 = std::min(ww.o, blocks * (q + 1) / out_parts * ww.o_unit());
     for (std::int64_t c0 = 0; c0 < ww.total; c0 += ww.chunk) {
       const std::int64_t nt = std::min(ww.chunk, ww.total - c0);
       winograd_input<M>(p, ww, x, c0, nt, 0, ww.c, v);
