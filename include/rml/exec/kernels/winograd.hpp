@@ -137,6 +137,10 @@ struct WinogradWeights {
   /// tiles.
   [[nodiscard]] std::int64_t v_floats() const noexcept { return elems * v_step(); }
   [[nodiscard]] std::int64_t m_floats() const noexcept { return elems * m_step(); }
+  /// When turned, the sums of one panel of output channels over a pass's tiles, [chunk, kNr].
+  [[nodiscard]] std::int64_t t_floats() const noexcept { return turned ? chunk * sgemm::kNr : 0; }
+  /// Floats of one part's scratch: V, M and the turned sums.
+  [[nodiscard]] std::int64_t part_floats() const noexcept { return v_floats() + m_floats() + t_floats(); }
   /// Parts' scratch a run holds: one per tile range, or, with too few tiles for a range per thread,
   /// one per thread that takes output channels of each chunk (winograd_conv2d_m).
   [[nodiscard]] std::int64_t copies() const noexcept { return std::max(parts, std::min(threads, o_blocks())); }
@@ -145,7 +149,7 @@ struct WinogradWeights {
   /// Units of output channels, what the small-plane split hands each thread.
   [[nodiscard]] std::int64_t o_blocks() const noexcept { return (o + o_unit() - 1) / o_unit(); }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
-    return static_cast<std::size_t>(copies() * (v_floats() + m_floats())) * sizeof(float);
+    return static_cast<std::size_t>(copies() * part_floats()) * sizeof(float);
   }
 };
 
@@ -330,12 +334,12 @@ void winograd_input(const Conv2dPlan& p, const WinogradWeights& ww, const float*
 /// tiles of up to kMr rows over every tile, V_e read in place, each panel of output channels
 /// through every depth block before the next (its next block asked for a share per tile, as the
 /// direct convolutions stream their weights), its [nt, kNr] sums then transposed into m_e. The
-/// depth blocks are sgemm::multiply's, summed in the same order: the same bits.
-inline void winograd_products(const WinogradWeights& ww, const float* v, float* m, std::int64_t nt, std::int64_t o0,
-                              std::int64_t o1) {
+/// depth blocks are sgemm::multiply's, summed in the same order: the same bits. `sums` holds
+/// ww.t_floats().
+inline void winograd_products(const WinogradWeights& ww, const float* v, float* m, float* sums, std::int64_t nt,
+                              std::int64_t o0, std::int64_t o1) {
   if (ww.turned) {
     constexpr std::int64_t mr = sgemm::kMr, nr = sgemm::kNr;
-    alignas(64) float sums[WinogradWeights::kMostChunk * nr];
     const std::int64_t row_tiles = (nt + mr - 1) / mr;
     const float* u_end = ww.u.data() + ww.u.size();
     for (std::int64_t e = 0; e < ww.elems; ++e) {
@@ -432,12 +436,12 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const flo
                        const ThreadPool* pool, const Epilogue& epi) {
   // Tiles [t0, t1) on one thread, with the scratch of part `part`.
   const auto run_range = [&](std::int64_t part, std::int64_t t0, std::int64_t t1) {
-    float* v = scratch + part * (ww.v_floats() + ww.m_floats());
+    float* v = scratch + part * ww.part_floats();
     float* m = v + ww.v_floats();
     for (std::int64_t c0 = t0; c0 < t1; c0 += ww.chunk) {
       const std::int64_t nt = std::min(ww.chunk, t1 - c0);
       winograd_input<M>(p, ww, x, c0, nt, 0, ww.c, v);
-      winograd_products(ww, v, m, nt, 0, ww.o);
+      winograd_products(ww, v, m, m + ww.m_floats(), nt, 0, ww.o);
       winograd_output<M>(p, ww, m, c0, nt, 0, ww.o, epi, y);
     }
   };
@@ -464,14 +468,14 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const flo
   const std::int64_t blocks = ww.o_blocks();
   const std::int64_t out_parts = std::min(threads, blocks);  // at most ww.copies()
   pool->parallel_for(out_parts, [&](std::int64_t q) {
-    float* v = scratch + q * (ww.v_floats() + ww.m_floats());
+    float* v = scratch + q * ww.part_floats();
     float* m = v + ww.v_floats();
     const std::int64_t o0 = blocks * q / out_parts * ww.o_unit();
     const std::int64_t o1 = std::min(ww.o, blocks * (q + 1) / out_parts * ww.o_unit());
     for (std::int64_t c0 = 0; c0 < ww.total; c0 += ww.chunk) {
       const std::int64_t nt = std::min(ww.chunk, ww.total - c0);
       winograd_input<M>(p, ww, x, c0, nt, 0, ww.c, v);
-      winograd_products(ww, v, m, nt, o0, o1);
+      winograd_products(ww, v, m, m + ww.m_floats(), nt, o0, o1);
       winograd_output<M>(p, ww, m, c0, nt, o0, o1, epi, y);
     }
   });
