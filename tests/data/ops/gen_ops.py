@@ -1427,6 +1427,25 @@ def few_rows_cases():
     c.write()
 
 
+def half_conv_residual(r, t, half, name, spec, residual_first=False):
+    """Case `name` on 16-bit type `t` (HALF[t] = `half`; a threads_ name keeps that prefix first): a
+    conv2d `spec` whose rounded output a residual input is added to (first when `residual_first`).
+    The tolerance's atol is a unit in the last place of the largest convolution output: a
+    convolution output NumPy rounds the other way (its sum in float64) moves the add by that much.
+    Returns the case, the add's value id and its rounded result."""
+    rnd, wid, ulp = half
+    x, w, bias, y, k = half_conv(r, rnd, wid, spec)
+    yc = rnd(f32(y))
+    res = rnd(f32(r.standard_normal(yc.shape) * 2))
+    tol = half_tol(ulp, k)
+    tol["atol"] = "%.3g" % (float(tol["atol"]) + float(ulp["rtol"]) * float(np.max(np.abs(wid(yc)))))
+    c = Case("%s_%s" % (t, name) if not name.startswith("threads_") else "threads_%s_%s" % (t, name[8:]), tol)
+    conv = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], yc, spec["attrs"])
+    ri = c.input(res, "residual")
+    v = rnd(wid(yc) + wid(res))
+    return c, c.node("add", [ri, conv] if residual_first else [conv, ri], v), v
+
+
 def half_residual_cases():
     """16-bit convolutions followed by a residual add and activations, which run as one step: the
     convolution's outputs rounded, the add and each activation computed in f32 and rounded after
@@ -1435,9 +1454,7 @@ def half_residual_cases():
     stride-2 one whose add takes the residual first; f16 through the f32 kernels, the threads_ ones
     large enough that the convolution splits position tiles over 2 threads (Winograd's tile ranges;
     GEMM tiles on a plane past 1024 positions, which no build turns around), so its input and
-    output convert in bands of rows. The tolerance's atol is a unit in
-    the last place of the largest convolution output: a convolution output NumPy rounds the other
-    way (its sum in float64) moves the add by that much. Their own generator."""
+    output convert in bands of rows. Tolerances: half_conv_residual. Their own generator."""
     r = np.random.default_rng(20261206)
     specs = (
         ("conv2d_residual_relu", dict(x=(1, 8, 9, 11), w=(8, 8, 3, 3), attrs={"pads": [1, 1, 1, 1]}), False, ("relu",)),
@@ -1451,19 +1468,10 @@ def half_residual_cases():
     )
     acts = {"relu": lambda v: np.maximum(v, f32(0)), "neg": lambda v: -v,
             "sigmoid": lambda v: f32(1 / (1 + np.exp(-v.astype(np.float64))))}
-    for t, (rnd, wid, ulp) in HALF.items():
+    for t, half in HALF.items():
+        rnd, wid, ulp = half
         for name, spec, residual_first, chain in specs:
-            x, w, bias, y, k = half_conv(r, rnd, wid, spec)
-            yc = rnd(f32(y))
-            res = rnd(f32(r.standard_normal(yc.shape) * 2))
-            tol = half_tol(ulp, k)
-            tol["atol"] = "%.3g" % (float(tol["atol"]) + float(ulp["rtol"]) * float(np.max(np.abs(wid(yc)))))
-            c = Case("%s_%s" % (t, name) if not name.startswith("threads_") else "threads_%s_%s" % (t, name[8:]), tol)
-            ids = [c.input(x, "x"), c.const(w), c.const(bias)]
-            conv = c.node("conv2d", ids, yc, spec["attrs"])
-            ri = c.input(res, "residual")
-            v = rnd(wid(yc) + wid(res))
-            out = c.node("add", [ri, conv] if residual_first else [conv, ri], v)
+            c, out, v = half_conv_residual(r, t, half, name, spec, residual_first)
             for a in chain:
                 v = rnd(acts[a](wid(v)))
                 out = c.node(a, [out], v)
@@ -1541,6 +1549,28 @@ def winograd_turned_cases():
         c.write()
 
 
+def half_subsampled_cases():
+    """16-bit strided 1x1 convolutions (ResNet's downsampling projections, which run over their
+    input subsampled first) with a residual add and ReLU fused into the step: stride 2 x 3, rows of
+    2100 columns, and (f16 only) a threads_ case large enough that the subsampling's rows split
+    over 2 threads. Tolerances: half_conv_residual. Their own generator."""
+    r = np.random.default_rng(20261208)
+    specs = (
+        ("conv2d_subsampled_residual_relu", dict(x=(1, 8, 9, 11), w=(12, 8, 1, 1), attrs={"strides": [2, 3]})),
+        ("conv2d_subsampled_long_rows_residual_relu",
+         dict(x=(1, 3, 3, 2100), w=(4, 3, 1, 1), attrs={"strides": [2, 3]})),
+        ("threads_conv2d_subsampled_residual_relu",
+         dict(x=(1, 64, 32, 64), w=(32, 64, 1, 1), attrs={"strides": [2, 1]})),
+    )
+    for t, half in HALF.items():
+        rnd, wid = half[0], half[1]
+        for name, spec in specs[:3 if t == "f16" else 2]:
+            c, out, v = half_conv_residual(r, t, half, name, spec)
+            v = rnd(np.maximum(wid(v), f32(0)))
+            c.output(c.node("relu", [out], v))
+            c.write()
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -1569,6 +1599,7 @@ def main():
     half_residual_cases()
     row_band_cases()
     winograd_turned_cases()
+    half_subsampled_cases()
 
 
 if __name__ == "__main__":
