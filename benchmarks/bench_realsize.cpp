@@ -25,9 +25,10 @@
 // its own, and all three engines are timed the same way (median of single runs). RML_WINOGRAD=off|f2|f4 sets
 // rml's ExecutorOptions::winograd (default f2), to compare its convolution paths against the same peers.
 //
-// 16-bit rows: ResNet-18 and the BERT-size layer exported in f16 and bf16 (stems ending _f16 / _bf16, from
-// `gen_zoo.py --real16` in $RML_REALSIZE16_DIR, default ./bench_realsize16, not generated here): rml runs the
-// 16-bit model, ORT and PyTorch the f32 one, so each row reads against the f32 row above it.
+// 16-bit rows: ResNet-18 and the BERT-size layer exported in f16 and bf16 (stems ending _f16 / _bf16, filled
+// by `gen_zoo.py --real16` into $RML_REALSIZE16_DIR, default ./bench_realsize16, on first use when a 16-bit
+// row is run): rml runs the 16-bit model, ORT and PyTorch the f32 one, so each row reads against the f32 row
+// above it.
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -365,6 +366,11 @@ int main(int argc, char** argv) {
   const std::string ort_dir = env_or("RML_ORT_DIR", "");
   if (!fs::exists(real_dir / "linear1024_b64.flops") && !generate(source, real_dir, "--real")) return 1;
   if (!fs::exists(zoo_dir / "resnet18_b1.onnx") && !generate(source, zoo_dir, "--keep-onnx")) return 1;
+  const bool any_16bit = std::any_of(std::begin(kModels), std::end(kModels), [&](const Model& m) {
+    return m.dir == "real16" && (only.empty() || only.find("," + m.stem + ",") != std::string::npos);
+  });
+  // gen_zoo.py --real16 writes READY after its last fixture.
+  if (any_16bit && !fs::exists(real16_dir / "READY") && !generate(source, real16_dir, "--real16")) return 1;
 
   std::printf("# FMA peak: %d chains of %s FMAs, -O3 -march=native\n", kChains, kVectorName);
   std::printf("# rml's Winograd transforms: %s (RML_WINOGRAD)\n", env_or("RML_WINOGRAD", "f2").c_str());
