@@ -1563,7 +1563,7 @@ def half_subsampled_cases():
          dict(x=(1, 64, 32, 64), w=(32, 64, 1, 1), attrs={"strides": [2, 1]})),
     )
     for t, half in HALF.items():
-        rnd, wid = half[0], half[1]
+        rnd, wid, _ = half
         for name, spec in specs[:3 if t == "f16" else 2]:
             c, out, v = half_conv_residual(r, t, half, name, spec)
             v = rnd(np.maximum(wid(v), f32(0)))
