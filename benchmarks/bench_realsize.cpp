@@ -366,9 +366,11 @@ int main(int argc, char** argv) {
   const std::string ort_dir = env_or("RML_ORT_DIR", "");
   if (!fs::exists(real_dir / "linear1024_b64.flops") && !generate(source, real_dir, "--real")) return 1;
   if (!fs::exists(zoo_dir / "resnet18_b1.onnx") && !generate(source, zoo_dir, "--keep-onnx")) return 1;
-  const bool any_16bit = std::any_of(std::begin(kModels), std::end(kModels), [&](const Model& m) {
-    return m.dir == "real16" && (only.empty() || only.find("," + m.stem + ",") != std::string::npos);
-  });
+  const auto selected = [&](const Model& m) {
+    return only.empty() || only.find("," + m.stem + ",") != std::string::npos;
+  };
+  const bool any_16bit = std::any_of(std::begin(kModels), std::end(kModels),
+                                     [&](const Model& m) { return m.dir == "real16" && selected(m); });
   // gen_zoo.py --real16 writes READY after its last fixture.
   if (any_16bit && !fs::exists(real16_dir / "READY") && !generate(source, real16_dir, "--real16")) return 1;
 
@@ -385,7 +387,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Row> rows;
   for (const auto& model : kModels) {
-    if (!only.empty() && only.find("," + model.stem + ",") == std::string::npos) continue;
+    if (!selected(model)) continue;
     const fs::path dir = dir_of(model);
     // A 16-bit row's peers run the f32 model.
     const fs::path peer_dir = model.dir == "real16" ? real_dir : dir;
