@@ -1493,6 +1493,19 @@ def half_residual_cases():
         c.write()
 
 
+def close_conv_case(c, r, out, y, residual, relu=True):
+    """Ends conv2d case `c` whose output `out` holds `y`: a uniform residual input drawn from `r`
+    and added when `residual`, then a relu when `relu`; the last value is the case's output."""
+    if residual:
+        res = f32(r.uniform(-1, 1, y.shape))
+        y = f32(y) + res
+        out = c.node("add", [out, c.input(res, "residual")], y)
+    if relu:
+        out = c.node("relu", [out], f32(np.maximum(y, 0)))
+    c.output(out)
+    c.write()
+
+
 def row_band_cases():
     """Convolutions that run turned around and read their padded input in place (conv.hpp's direct
     runs), large enough that at 2 threads each part takes a band of output rows over every channel
@@ -1509,12 +1522,7 @@ def row_band_cases():
         c = Case("threads_conv_row_bands_" + name, tol_k(16 * 9))
         out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y),
                      {"strides": [stride] * 2, "pads": [1, 1, 1, 1]})
-        if residual:
-            res = f32(r.uniform(-1, 1, y.shape))
-            y = f32(y) + res
-            out = c.node("add", [out, c.input(res, "residual")], y)
-        c.output(c.node("relu", [out], f32(np.maximum(y, 0))))
-        c.write()
+        close_conv_case(c, r, out, y, residual)
 
 
 def winograd_turned_cases():
@@ -1538,15 +1546,7 @@ def winograd_turned_cases():
         y = conv_ref(x, w, bias, [1, 1], [1, 1, 1, 1], [1, 1], 1)
         c = Case(name, tol_k(ci * 9))
         out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y), {"pads": [1, 1, 1, 1]})
-        if spec.get("residual"):
-            res = f32(r.uniform(-1, 1, y.shape))
-            y = f32(y) + res
-            out = c.node("add", [out, c.input(res, "residual")], y)
-        if spec.get("act"):
-            y = np.maximum(y, 0)
-            out = c.node("relu", [out], f32(y))
-        c.output(out)
-        c.write()
+        close_conv_case(c, r, out, y, spec.get("residual", False), spec.get("act", False))
 
 
 def half_subsampled_cases():
@@ -1571,6 +1571,34 @@ def half_subsampled_cases():
             v = rnd(np.maximum(wid(v), f32(0)))
             c.output(c.node("relu", [out], v))
             c.write()
+
+
+def split_positions_cases():
+    """At 2 threads, steps on a 14 x 14 plane that split its positions where they had split output
+    channels: a 1x1 convolution run turned around whose channel panels divide evenly over the
+    threads (256 -> 64, two panels with AVX-512, four with AVX2), with a residual add and ReLU
+    stored in its transpose (PackedConvWeights::by_positions), in f32 and f16; the same on 7 x 7, too
+    few positions per thread, which keeps the channel split; and a Winograd convolution whose 49
+    tiles run in ranges of 24 and 25. Their own generator."""
+    r = np.random.default_rng(20261209)
+    for name, (xs, o, k, residual) in {
+            "threads_pointwise_positions_residual_relu": ((1, 256, 14, 14), 64, 1, True),
+            "threads_pointwise_channels_residual_relu": ((1, 256, 7, 7), 64, 1, True),
+            "threads_conv2d_winograd_ranges_14": ((1, 48, 14, 14), 48, 3, False)}.items():
+        x = f32(r.uniform(-1, 1, xs))
+        w, bias = f32(r.uniform(-1, 1, (o, xs[1], k, k))), f32(r.uniform(-1, 1, o))
+        pads = [k // 2] * 4
+        y = conv_ref(x, w, bias, [1, 1], pads, [1, 1], 1)
+        c = Case(name, tol_k(xs[1] * k * k))
+        out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y), {"pads": pads})
+        close_conv_case(c, r, out, y, residual)
+    # The 1x1 one in f16, through the f32 kernels: its input widens and its output rounds in the
+    # bands of rows its parts take (conv_position_parts). Tolerances: half_conv_residual.
+    half = HALF["f16"]
+    c, out, v = half_conv_residual(r, "f16", half, "threads_pointwise_positions_residual_relu",
+                                   dict(x=(1, 256, 14, 14), w=(64, 256, 1, 1), attrs={}))
+    c.output(c.node("relu", [out], half[0](np.maximum(half[1](v), f32(0)))))
+    c.write()
 
 
 def main():
@@ -1602,6 +1630,7 @@ def main():
     row_band_cases()
     winograd_turned_cases()
     half_subsampled_cases()
+    split_positions_cases()
 
 
 if __name__ == "__main__":

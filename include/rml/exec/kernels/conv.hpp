@@ -646,6 +646,9 @@ struct PackedConvWeights {
   /// Direct runs not 1x1 whose parts take bands of output rows over every channel panel, rather
   /// than channel panels over every row (see pack_conv_weights).
   bool by_rows = false;
+  /// Direct 1x1 runs whose parts take ranges of the positions over every channel panel, rather
+  /// than channel panels over every position (see pack_conv_weights).
+  bool by_positions = false;
   /// Transposed runs whose output rows are too short to read in place: Xᵀ packed from the padded
   /// input (gather_transposed_x) rather than through im2col.
   bool gathered = false;
@@ -807,6 +810,17 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // bands; onto 7 x 7 their 4.7 MB of weights keep the channel split.
   pw->by_rows = pw->direct && !pw->pointwise && pw->parts > 1 && p.oh >= 7 * pw->parts &&
                 p.og * kdim <= 4 * pw->planes * hp * wp;
+  // A direct 1x1 run splits its positions when the channel panels do not divide evenly (3 panels
+  // on 2 threads had run 2:1), or when each part gets 48 positions or more: its parts
+  // then read and write the positions their own core did in the steps around it, which split
+  // positions too (Winograd's tile ranges, position tiles), and both stream all of the weights.
+  // ResNet-50's 14 x 14 blocks at 2 threads: 1024 -> 256 took 357-407 us over channel panels and
+  // 332-343 over positions, the 3x3 convolution after it 625-700 -> 546-597 us (with Winograd's
+  // tile ranges there), 256 -> 1024 with its residual within the noise (449-474 us both ways);
+  // 7 x 7 planes keep the channel split, each part then streaming half of their 1-4 MB of weights.
+  const std::int64_t og_panels = (p.og + nr - 1) / nr;
+  pw->by_positions = pw->direct && pw->pointwise && pw->parts > 1 &&
+                     (og_panels % pw->parts != 0 || plane >= 48 * pw->parts);
   const std::int64_t per_group = pw->group_floats();
   pw->a.resize(static_cast<std::size_t>(p.groups * per_group));
   for (std::int64_t g = 0; g < p.groups; ++g) {
@@ -932,7 +946,7 @@ inline void packed_conv_block(const Conv2dPlan& p, const PackedConvWeights& pw, 
 /// or it runs whole on one thread.
 inline std::int64_t conv_position_parts(const PackedConvWeights& pw) noexcept {
   if (pw.winograd) return pw.winograd->parts;
-  return pw.by_rows || (!pw.split_rows && !pw.transposed) ? pw.parts : 1;
+  return pw.by_rows || pw.by_positions || (!pw.split_rows && !pw.transposed) ? pw.parts : 1;
 }
 
 /// conv2d over weights packed at create, `x` already subsampled when pw.subsampled is set (as the
@@ -982,10 +996,10 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
         // streamed once from the packed weights, depth block by depth block, over every row.
         // A 1x1 convolution reads its plane as one row (the input is contiguous); others row by row.
         const std::int64_t rows = pointwise ? 1 : p.oh, row_len = pointwise ? plane : p.ow;
-        // The parts take channel panels when the panels divide evenly, else a range of positions
-        // each over every panel: a 1x1 convolution's range of its one row (3 panels on 2 threads
-        // had run 2:1), other convolutions' bands of rows when pw.by_rows.
-        const bool by_positions = pointwise && pw.parts > 1 && panels % pw.parts != 0;
+        // The parts take channel panels, or a range of positions each over every panel: a 1x1
+        // convolution's range of its one row when pw.by_positions, other convolutions' bands of
+        // rows when pw.by_rows.
+        const bool by_positions = pw.by_positions;
         const bool split_positions = by_positions || pw.by_rows;
         const std::int64_t all_tiles = (row_len + mr - 1) / mr;
         const auto run_part = [&](std::int64_t part) {
