@@ -12,6 +12,12 @@
 // the runs are over (runtime, weights and workspaces included), next to its VmRSS before the model was
 // loaded (the runtime alone).
 //
+// Rounds: each (model, threads) cell runs in RML_BENCH_ROUNDS rounds (default 3, 1 with --quick), each
+// round one child per engine in turn with its share of the runs. An engine's time is the median of its
+// rounds' medians, and rml/ORT (rml/PyTorch) the median of the rounds' ratios, so each ratio compares
+// runs seconds apart: on a shared VM whose speed moves by a third from one minute to the next, cells
+// timed minutes apart had compared one engine's fast phase with the other's slow one.
+//
 // The FMA peak is measured in this run, before and after the models: 16 independent FMA chains on the widest
 // vector the build targets (AVX-512 with -march=native where the CPU has it), on 1 and on 2 threads. A
 // model's share of the peak is its FLOPs (2 x multiply-adds of its convolutions and matrix products, from
@@ -21,9 +27,10 @@
 // Fixtures: $RML_REALSIZE_DIR (default ./bench_realsize) is filled by `gen_zoo.py --real` on first use,
 // $RML_ZOO_DIR (default ./bench_zoo, shared with bench_zoo) by `gen_zoo.py --keep-onnx`. ORT needs
 // $RML_ORT_DIR (see docs/exporters.md). `--quick` (or RML_BENCH_QUICK=1) runs 3 timed runs per cell instead of
-// 20; RML_BENCH_RUNS=<n> sets the count. Not a Google Benchmark program: every figure comes from a process of
-// its own, and all three engines are timed the same way (median of single runs). RML_WINOGRAD=off|f2|f4 sets
-// rml's ExecutorOptions::winograd (default f2), to compare its convolution paths against the same peers.
+// 20; RML_BENCH_RUNS=<n> sets the count (over all rounds, below). Not a Google Benchmark program: every figure comes
+// from a process of its own, and all three engines are timed the same way (median of single runs).
+// RML_WINOGRAD=off|f2|f4 sets rml's ExecutorOptions::winograd (default f2), to compare its convolution paths against
+// the same peers.
 //
 // 16-bit rows: ResNet-18 and the BERT-size layer exported in f16 and bf16 (stems ending _f16 / _bf16, filled
 // by `gen_zoo.py --real16` into $RML_REALSIZE16_DIR, default ./bench_realsize16, on first use when a 16-bit
@@ -290,6 +297,31 @@ struct Cell {
   std::string failure;  // empty when measured
 };
 
+/// One engine's rounds of a (model, threads) cell as one cell: the median of the measured rounds'
+/// medians, the highest peak RSS and output error; the first failure when no round was measured.
+Cell combine(const std::vector<Cell>& rounds) {
+  Cell out;
+  std::vector<double> ms;
+  for (const Cell& c : rounds) {
+    if (!c.failure.empty()) continue;
+    if (ms.empty()) out = c;
+    ms.push_back(c.ms);
+    out.peak_kb = std::max(out.peak_kb, c.peak_kb);
+    out.error = c.error < 0 || out.error < 0 ? -1 : std::max(out.error, c.error);
+  }
+  if (ms.empty()) return rounds.empty() ? Cell{.failure = "not run"} : rounds.front();
+  out.ms = median(std::move(ms));
+  return out;
+}
+
+/// The median over the rounds measured by both engines of a's time over b's; 0 when there is none.
+double paired_ratio(const std::vector<Cell>& a, const std::vector<Cell>& b) {
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (a[i].failure.empty() && b[i].failure.empty() && b[i].ms > 0) ratios.push_back(a[i].ms / b[i].ms);
+  return median(std::move(ratios));
+}
+
 /// Runs a child command (stderr merged); the line starting with `<stem> <threads> ` gives the figures, else
 /// the first other line that is not a comment becomes the failure.
 Cell run_cell(const std::string& command, const std::string& stem, int threads) {
@@ -356,6 +388,8 @@ int main(int argc, char** argv) {
     }
   }
   const int runs = std::max(1, std::atoi(env_or("RML_BENCH_RUNS", quick ? "3" : "20").c_str()));
+  const int rounds = std::clamp(std::atoi(env_or("RML_BENCH_ROUNDS", quick ? "1" : "3").c_str()), 1, runs);
+  const int round_runs = (runs + rounds - 1) / rounds;  // each round's share, rounded up
   const std::string source = RML_SOURCE_DIR, self = fs::canonical("/proc/self/exe").string();
   const fs::path real_dir = fs::absolute(env_or("RML_REALSIZE_DIR", "bench_realsize"));
   const fs::path zoo_dir = fs::absolute(env_or("RML_ZOO_DIR", "bench_zoo"));
@@ -383,7 +417,8 @@ int main(int argc, char** argv) {
   struct Row {
     Model model;
     int threads;
-    Cell rml, ort, torch;
+    Cell rml, ort, torch;               // the rounds combined
+    double rml_ort = 0, rml_torch = 0;  // the rounds' median ratios (0: none measured by both)
   };
   std::vector<Row> rows;
   for (const auto& model : kModels) {
@@ -393,23 +428,29 @@ int main(int argc, char** argv) {
     const fs::path peer_dir = model.dir == "real16" ? real_dir : dir;
     const std::string peer_stem = f32_stem(model);
     for (int threads : {1, 2}) {
-      const std::string t = std::to_string(threads), r = std::to_string(runs);
-      Row row{model, threads, {}, {}, {}};
-      row.rml =
-          run_cell(shell_quote(self) + " --child " + shell_quote(dir.string()) + " " + model.stem + " " + t + " " + r,
-                   model.stem, threads);
-      if (ort_dir.empty())
-        row.ort.failure = "set RML_ORT_DIR";
-      else if (std::ifstream why(peer_dir / (peer_stem + ".onnx_error")); why && std::getline(why, row.ort.failure))
-        row.ort.failure = "torch.onnx.export failed: " + row.ort.failure;
-      else
-        row.ort = run_cell("NODE_PATH=" + shell_quote(ort_dir + "/node_modules") + " node " +
-                               shell_quote(source + "/benchmarks/peers/zoo_ort.js") + " " +
-                               shell_quote(peer_dir.string()) + " " + t + " " + r + " " + peer_stem,
-                           peer_stem, threads);
-      row.torch = run_cell("/usr/bin/python3 " + shell_quote(source + "/benchmarks/peers/zoo_torch.py") +
-                               " --threads " + t + " --runs " + r + " " + peer_stem,
-                           peer_stem, threads);
+      const std::string t = std::to_string(threads), r = std::to_string(round_runs);
+      std::vector<Cell> rml, ort, torch;
+      for (int round = 0; round < rounds; ++round) {
+        rml.push_back(
+            run_cell(shell_quote(self) + " --child " + shell_quote(dir.string()) + " " + model.stem + " " + t + " " + r,
+                     model.stem, threads));
+        Cell o;
+        if (ort_dir.empty())
+          o.failure = "set RML_ORT_DIR";
+        else if (std::ifstream why(peer_dir / (peer_stem + ".onnx_error")); why && std::getline(why, o.failure))
+          o.failure = "torch.onnx.export failed: " + o.failure;
+        else
+          o = run_cell("NODE_PATH=" + shell_quote(ort_dir + "/node_modules") + " node " +
+                           shell_quote(source + "/benchmarks/peers/zoo_ort.js") + " " + shell_quote(peer_dir.string()) +
+                           " " + t + " " + r + " " + peer_stem,
+                       peer_stem, threads);
+        ort.push_back(std::move(o));
+        torch.push_back(run_cell("/usr/bin/python3 " + shell_quote(source + "/benchmarks/peers/zoo_torch.py") +
+                                     " --threads " + t + " --runs " + r + " " + peer_stem,
+                                 peer_stem, threads));
+      }
+      Row row{
+          model, threads, combine(rml), combine(ort), combine(torch), paired_ratio(rml, ort), paired_ratio(rml, torch)};
       std::printf("# %-24s %d thr: rml %s, ORT %s, PyTorch %s\n", model.stem.c_str(), threads,
                   row.rml.failure.empty() ? ms_text(row.rml.ms).c_str() : "-",
                   row.ort.failure.empty() ? ms_text(row.ort.ms).c_str() : "-",
@@ -422,8 +463,11 @@ int main(int argc, char** argv) {
   const double peak_after[3] = {0, fma_peak(1), fma_peak(2)};
   std::printf("# peak after the models: %.1f GFLOP/s at 1 thread, %.1f at 2\n", peak_after[1], peak_after[2]);
   const double peak[3] = {0, std::max(peak_before[1], peak_after[1]), std::max(peak_before[2], peak_after[2])};
-  std::printf("# %d timed runs per cell (medians), ms; %%peak against %.1f / %.1f GFLOP/s (1 / 2 threads)\n\n", runs,
-              peak[1], peak[2]);
+  std::printf(
+      "# %d round(s) of %d timed runs per engine and cell, the engines in turn each round; ms: the median of the "
+      "rounds' medians; rml/ORT, rml/torch: the median of the rounds' ratios; %%peak against %.1f / %.1f GFLOP/s "
+      "(1 / 2 threads)\n\n",
+      rounds, round_runs, peak[1], peak[2]);
 
   // One line of the table: aligned columns, or a Markdown row.
   const auto print_line = [markdown](const std::vector<std::string>& cells) {
@@ -443,11 +487,7 @@ int main(int argc, char** argv) {
   for (const auto& row : rows) {
     const auto& stem = row.model.stem;
     auto ms = [](const Cell& c) { return c.failure.empty() ? ms_text(c.ms) : std::string("-"); };
-    auto ratio = [&](const Cell& c) {
-      return row.rml.failure.empty() && c.failure.empty()
-                 ? fmt(row.rml.ms < 0.1 * c.ms ? "%.3f" : "%.2f", row.rml.ms / c.ms)
-                 : std::string("-");
-    };
+    auto ratio = [&](double r) { return r > 0 ? fmt(r < 0.1 ? "%.3f" : "%.2f", r) : std::string("-"); };
     // FLOPs from rml's graph; from the PyTorch count written beside the fixtures when rml has none.
     double flops = row.rml.failure.empty() ? row.rml.flops : 0;
     if (flops == 0) {
@@ -460,9 +500,10 @@ int main(int argc, char** argv) {
                  : std::string("-");
     };
     auto mb = [](const Cell& c) { return c.failure.empty() ? fmt("%.0f", c.peak_kb / 1024.0) : std::string("-"); };
-    print_line({stem, std::to_string(row.threads), ms(row.rml), ms(row.ort), ratio(row.ort), ms(row.torch),
-                ratio(row.torch), flops > 0 ? fmt(flops < 1e6 ? "%.3f" : "%.0f", flops * 1e-6) : "-", share(row.rml),
-                share(row.ort), share(row.torch), mb(row.rml) + " / " + mb(row.ort) + " / " + mb(row.torch)});
+    print_line({stem, std::to_string(row.threads), ms(row.rml), ms(row.ort), ratio(row.rml_ort), ms(row.torch),
+                ratio(row.rml_torch), flops > 0 ? fmt(flops < 1e6 ? "%.3f" : "%.0f", flops * 1e-6) : "-",
+                share(row.rml), share(row.ort), share(row.torch),
+                mb(row.rml) + " / " + mb(row.ort) + " / " + mb(row.torch)});
     auto note = [&](const std::string& text) {  // once per model unless the thread counts differ
       if (std::find(notes.begin(), notes.end(), text) == notes.end()) notes.push_back(text);
     };
