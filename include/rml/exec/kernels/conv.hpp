@@ -815,8 +815,8 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // then read and write the positions their own core did in the steps around it, which split
   // positions too (Winograd's tile ranges, position tiles), and both stream all of the weights.
   // ResNet-50's 14 x 14 blocks at 2 threads: 1024 -> 256 took 357-407 us over channel panels and
-  // 332-343 over positions, the 3x3 convolution after it 625-700 -> 546-597 us (with Winograd's
-  // tile ranges there), 256 -> 1024 with its residual within the noise (449-474 us both ways);
+  // 328-378 over positions, the 3x3 convolution after it 625-739 -> 546-607 us (with Winograd's
+  // tile ranges there), 256 -> 1024 with its residual within the noise (417-472 -> 438-476 us);
   // 7 x 7 planes keep the channel split, each part then streaming half of their 1-4 MB of weights.
   const std::int64_t og_panels = (p.og + nr - 1) / nr;
   pw->by_positions = pw->direct && pw->pointwise && pw->parts > 1 &&

@@ -207,9 +207,10 @@ std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p
   chunk = std::clamp<std::int64_t>(chunk / W::kLanes * W::kLanes, 64, W::kMostChunk);
   // At several threads, one range of tiles per thread when each gets at least 24; fewer run the
   // small-plane split (winograd_conv2d_m). ResNet-50's 256-channel layers on 14 x 14 (49 tiles)
-  // took 625-700 us at 2 threads that way, 546-597 in ranges of 24 and 25 tiles, each thread
+  // took 625-739 us at 2 threads that way, 546-607 in ranges of 24 and 25 tiles, each thread
   // transforming only its own tiles and reading the input rows its core wrote (ResNet-18 at 64 x 64,
-  // whose 16 x 16 planes hold 64 tiles, 2.09-2.14 -> 1.91-1.93 ms).
+  // whose 16 x 16 planes hold 64 tiles, 2.09-2.14 -> 1.91-1.93 ms in one alternation, within the
+  // noise, 2.73-2.80 -> 2.64-2.85, in a slower phase).
   if (ww->threads > 1 && ww->total >= 24 * ww->threads) {
     ww->parts = ww->threads;
     chunk = std::min(chunk, (ww->total + ww->parts - 1) / ww->parts);
