@@ -999,13 +999,12 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
         // The parts take channel panels, or a range of positions each over every panel: a 1x1
         // convolution's range of its one row when pw.by_positions, other convolutions' bands of
         // rows when pw.by_rows.
-        const bool by_positions = pw.by_positions;
-        const bool split_positions = by_positions || pw.by_rows;
+        const bool split_positions = pw.by_positions || pw.by_rows;
         const std::int64_t all_tiles = (row_len + mr - 1) / mr;
         const auto run_part = [&](std::int64_t part) {
           const float* base = xg;
           std::int64_t jp0 = 0, jp1 = panels, x0 = 0, x1 = row_len, oy0 = 0, oy1 = rows;
-          if (by_positions)
+          if (pw.by_positions)
             x0 = all_tiles * part / pw.parts * mr, x1 = std::min(row_len, all_tiles * (part + 1) / pw.parts * mr);
           else if (pw.by_rows)
             oy0 = rows * part / pw.parts, oy1 = rows * (part + 1) / pw.parts;
