@@ -157,10 +157,41 @@ Status widened_packed_matmul(const Kernel&, const KernelArgs& a) {
   return {};
 }
 
+/// Floats of one widened input plane (widen_subsampled), in whole cache lines.
+inline std::int64_t widened_plane_floats(const Conv2dPlan& p) noexcept { return (p.h * p.w + 15) / 16 * 16; }
+
+/// Floats of the widened input: a plane per part for a strided 1x1 convolution (widen_subsampled),
+/// else all of it.
+inline std::int64_t widened_input_floats(const Conv2dPlan& p, const PackedConvWeights& w) noexcept {
+  return w.subsampled != 0 ? w.parts * widened_plane_floats(p) : p.n * p.c * p.h * p.w;
+}
+
 /// Scratch of widened_packed_conv2d: the input, bias and output in f32, then the packed run's own.
 inline std::size_t widened_conv_scratch_bytes(const Conv2dPlan& p, const PackedConvWeights& w) noexcept {
-  return float_lines(p.n * p.c * p.h * p.w) + float_lines(p.has_bias ? p.o : 0) + float_lines(p.n * p.o * p.oh * p.ow) +
+  const std::int64_t in_n = widened_input_floats(p, w);
+  return float_lines(in_n) + float_lines(p.has_bias ? p.o : 0) + float_lines(p.n * p.o * p.oh * p.ow) +
          w.scratch_bytes();
+}
+
+/// The input a strided 1x1 convolution runs over (conv_is_strided_pointwise), widened: each plane
+/// widened into `planes` (a plane per part, which stays in L1 or L2), then the rows and columns the
+/// convolution reads copied out of it into `sub`, as packed_conv2d's copy lays them out. The parts
+/// take whole planes. Through an f32 copy of the whole input, widened in bands of rows and then
+/// subsampled by planes, half of that copy crossed between the cores at 2 threads (a 64 -> 128
+/// projection from 56 x 56 alone: 159-163 -> 99-108 us at 2 threads, 80-84 -> 74 at 1).
+template <typename T>
+void widen_subsampled(const Conv2dPlan& p, const PackedConvWeights& w, const T* src, float* sub, float* planes,
+                      const ThreadPool* pool) {
+  const Conv2dPlan q = subsampled_plan(p);
+  const std::int64_t total = p.n * p.c, plane = p.h * p.w, parts = std::min(w.parts, total);
+  run_parts(pool, parts, [&](std::int64_t part) {
+    float* buf = planes + part * widened_plane_floats(p);
+    for (std::int64_t i = total * part / parts; i < total * (part + 1) / parts; ++i) {
+      widen_n(src + i * plane, buf, plane);
+      for (std::int64_t oy = 0; oy < q.h; ++oy)
+        copy_strided(buf + oy * p.stride_h * p.w, p.stride_w, q.w, sub + (i * q.h + oy) * q.w);
+    }
+  });
 }
 
 /// An f16 conv2d whose constant weights were widened and packed as f32 at create
@@ -172,14 +203,14 @@ template <typename T>
 Status widened_packed_conv2d(const Kernel& k, const KernelArgs& a) {
   const auto& p = k.as<Conv2dPlan>();
   const auto& w = *static_cast<const PackedConvWeights*>(a.packed);
-  const std::int64_t in_n = p.n * p.c * p.h * p.w, out_n = p.n * p.o * p.oh * p.ow;
+  const std::int64_t out_n = p.n * p.o * p.oh * p.ow;
   std::byte* next = a.scratch;
   auto take = [&](std::int64_t n) {
     auto* buf = reinterpret_cast<float*>(next);
     next += float_lines(n);
     return buf;
   };
-  float* x = take(in_n);
+  float* x = take(widened_input_floats(p, w));
   float* bias = take(p.has_bias ? p.o : 0);
   float* y = take(out_n);
   const T* src = in_ptr<T>(a, 0);
@@ -195,13 +226,19 @@ Status widened_packed_conv2d(const Kernel& k, const KernelArgs& a) {
       for (std::int64_t i = 0; i < planes; ++i) f((i * rows + r0) * cols, (i * rows + r1) * cols);
     });
   };
-  convert(p.n * p.c, p.h, p.w, [&](std::int64_t b, std::int64_t e) { widen_n(src + b, x + b, e - b); });
   Epilogue epi;
   if (p.has_bias) {
     widen_n(in_ptr<T>(a, 2), bias, p.o);
     epi.bias = bias;
   }
-  packed_conv2d(p, w, x, y, reinterpret_cast<float*>(next), a.pool, epi);
+  auto* rest = reinterpret_cast<float*>(next);
+  if (w.subsampled != 0) {
+    widen_subsampled(p, w, src, rest, x, a.pool);
+    packed_conv2d_over(subsampled_plan(p), w, rest, y, rest + w.subsampled, a.pool, epi);
+  } else {
+    convert(p.n * p.c, p.h, p.w, [&](std::int64_t b, std::int64_t e) { widen_n(src + b, x + b, e - b); });
+    packed_conv2d(p, w, x, y, rest, a.pool, epi);
+  }
   T* out = out_ptr<T>(a);
   // A fused residual (of the output's type and layout) and chain, over each range as it is rounded.
   const T* res = a.epilogue ? reinterpret_cast<const T*>(a.epilogue->residual) : nullptr;
