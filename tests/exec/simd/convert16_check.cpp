@@ -20,7 +20,7 @@ TEST_CASE_TEMPLATE("convert16: widen_n gives load()'s bits for every pattern", T
   INFO("vector lanes in this build: ", kConvert16Lanes);
   std::vector<T> in(65536);
   for (std::uint32_t h = 0; h < 65536; ++h) in[h] = T::from_bits(static_cast<std::uint16_t>(h));
-  for (std::int64_t len : {65536, 65535, 7, 1}) {  // whole vectors; a tail; shorter than a vector
+  for (std::int64_t len : {65536, 65535, 17, 15, 7, 1}) {  // whole vectors; tails; shorter than a vector
     std::vector<float> out(static_cast<std::size_t>(len) + 1, -1.0f);
     widen_n(in.data() + (65536 - len), out.data(), len);
     int mismatches = 0;
@@ -67,4 +67,15 @@ TEST_CASE_TEMPLATE("convert16: narrow_n gives store()'s bits across the f32 patt
   std::vector<T> eo(e.size());
   narrow_n(e.data(), eo.data(), static_cast<std::int64_t>(e.size()));
   for (std::size_t i = 0; i < e.size(); ++i) CHECK(eo[i].bits == store<T>(e[i]).bits);
+  // Runs shorter than a vector (converted through copies on the stack) and one with a tail (the last
+  // vector again, overlapping), from every offset of the edges, nothing written past the run.
+  for (std::int64_t len : {1, 7, 15, 17}) {
+    for (std::size_t at = 0; at + static_cast<std::size_t>(len) <= e.size(); at += 5) {
+      std::vector<T> short_out(static_cast<std::size_t>(len) + 1, T::from_bits(0x1234));
+      narrow_n(e.data() + at, short_out.data(), len);
+      for (std::int64_t i = 0; i < len; ++i)
+        CHECK(short_out[static_cast<std::size_t>(i)].bits == store<T>(e[at + static_cast<std::size_t>(i)]).bits);
+      CHECK(short_out.back().bits == 0x1234);
+    }
+  }
 }
