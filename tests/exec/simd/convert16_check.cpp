@@ -67,8 +67,9 @@ TEST_CASE_TEMPLATE("convert16: narrow_n gives store()'s bits across the f32 patt
   std::vector<T> eo(e.size());
   narrow_n(e.data(), eo.data(), static_cast<std::int64_t>(e.size()));
   for (std::size_t i = 0; i < e.size(); ++i) CHECK(eo[i].bits == store<T>(e[i]).bits);
-  // Runs shorter than a vector (converted through copies on the stack) and one with a tail (the last
-  // vector again, overlapping), from every offset of the edges, nothing written past the run.
+  // Runs shorter than a vector (masked loads and stores with AVX-512BW and VL, else copies on the
+  // stack) and ones with a tail (the last vector again, overlapping), nothing written past the run.
+  // The offsets step by 5 over the 18 repeating edges, so each edge lands at every place in a run.
   for (std::int64_t len : {1, 7, 15, 17}) {
     for (std::size_t at = 0; at + static_cast<std::size_t>(len) <= e.size(); at += 5) {
       std::vector<T> short_out(static_cast<std::size_t>(len) + 1, T::from_bits(0x1234));
