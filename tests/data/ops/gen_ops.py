@@ -1601,6 +1601,38 @@ def split_positions_cases():
     c.write()
 
 
+def conv_max_pool_cases():
+    """A convolution whose output only a stride-2 max pool reads, which the executor runs as one step
+    (conv.hpp's pooled_conv2d): the convolution's rows computed a band at a time into a tile and
+    pooled from there. A 7x7 stride-2 stem with relu and a 3x3 pool (bands of 8 pool rows, so a 3x3
+    window's first row carries over from the band before; at 2 threads each part starts a band of
+    its own); a 5x5 with a bias only, batch 2, onto an odd number of rows (the last window clipped);
+    a 5x5 with relu6 and a 2x2 pool. Every convolution reads its padded input in place over more
+    than 1024 positions and fewer output channels than two GEMM panels, so no SIMD width runs it
+    turned around. Their own generator."""
+    r = np.random.default_rng(20261205)
+    for name, (xs, ws, stride, pad, pool, act) in {
+            "stem_relu_3x3": ((1, 3, 80, 64), (16, 3, 7, 7), 2, 3, 3, "relu"),
+            "bias_odd_rows_3x3": ((2, 8, 41, 28), (24, 8, 5, 5), 1, 2, 3, None),
+            "relu6_2x2": ((1, 6, 36, 32), (12, 6, 5, 5), 1, 2, 2, "relu6")}.items():
+        x = f32(r.uniform(-1, 1, xs))
+        w, bias = f32(r.uniform(-1, 1, ws)), f32(r.uniform(-1, 1, ws[0]))
+        y = f32(conv_ref(x, w, bias, [stride] * 2, [pad] * 4, [1, 1], 1))
+        c = Case("conv_max_pool_" + name, tol_k(ws[1] * ws[2] * ws[3]))
+        out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], y,
+                     {"strides": [stride] * 2, "pads": [pad] * 4})
+        if act:
+            y = np.maximum(y, f32(0))
+            out = c.node("relu", [out], y)
+        if act == "relu6":
+            y = np.minimum(y, f32(6))
+            out = c.node("minimum", [out, c.const(f32(np.array(6.0)))], y)
+        pads = [1] * 4 if pool == 3 else [0] * 4
+        c.output(c.node("max_pool2d", [out], f32(pool_ref(y, [pool] * 2, [2, 2], pads, "max")),
+                        {"kernel": [pool] * 2, "strides": [2, 2], "pads": pads}))
+        c.write()
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -1631,6 +1663,7 @@ def main():
     winograd_turned_cases()
     half_subsampled_cases()
     split_positions_cases()
+    conv_max_pool_cases()
 
 
 if __name__ == "__main__":

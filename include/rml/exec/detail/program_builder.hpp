@@ -192,6 +192,26 @@ class ProgramBuilder {
     ++s.node_count;
   }
 
+  /// A conv2d over packed f32 weights, with no residual and an epilogue its GEMM applies as it
+  /// stores, followed by a max pool that alone reads its output, runs the pool inside
+  /// (pooled_conv2d) when with_max_pool takes the pair: the convolution's output is then never
+  /// written, only the pool's.
+  void fuse_max_pool(Step& s, std::size_t i) {
+    if (s.kernel.dtype != DType::f32 || !s.packed || s.residual >= 0 ||
+        !finish_of(Epilogue{nullptr, s.chain, nullptr}, BiasAlong::rows))
+      return;
+    auto j = sole_reader(s.output, i);
+    if (!j || compiled_[*j].op != OpCode::MaxPool2d || compiled_[*j].dtype != DType::f32) return;
+    const auto& pw = *static_cast<const PackedConvWeights*>(s.packed.get());
+    auto fused = with_max_pool(s.kernel.as<Conv2dPlan>(), pw, compiled_[*j].as<Pool2dPlan>());
+    if (!fused) return;
+    s.scratch_bytes = fused->scratch_bytes();
+    s.packed = std::move(fused);
+    s.output = g_.nodes[*j].outputs[0];
+    absorbed_[*j] = 1;
+    ++s.node_count;
+  }
+
   /// The value of a constant f32 scalar (one element, any rank), or none.
   [[nodiscard]] std::optional<float> scalar_constant(ValueId v) const {
     const TensorType& t = p_->types[v];
@@ -692,6 +712,7 @@ class ProgramBuilder {
         plan_half_conv_of(s, node);
         fuse_residual(s, i);
         fuse_unary_chain(s, i);
+        fuse_max_pool(s, i);
       } else if (is_binary(op)) {
         fuse_unary_chain(s, i);
       } else if (op == OpCode::Mean) {
@@ -728,8 +749,10 @@ class ProgramBuilder {
       // depthwise multiply-add costs about 8 of the GEMM's (MobileNetV2's 56x56 ones, 4 M
       // multiply-adds, take 300 us on one core, as long as a 30 M multiply-add GEMM).
       const auto& cp = k.as<Conv2dPlan>();
-      const std::int64_t macs = mul(out, std::max<std::int64_t>(cp.cg * cp.kh * cp.kw, 1));
-      const std::int64_t moved = mul(std::max(out, p_->types[s.inputs[0]].shape.numel()), 32);  // >= 16 x (in + out)
+      // The convolution's own output: a fused max pool's is smaller.
+      const std::int64_t conv_out = mul(mul(cp.n, cp.o), mul(cp.oh, cp.ow));
+      const std::int64_t macs = mul(conv_out, std::max<std::int64_t>(cp.cg * cp.kh * cp.kw, 1));
+      const std::int64_t moved = mul(std::max(conv_out, p_->types[s.inputs[0]].shape.numel()), 32);  // >= 16 x (in + out)
       return std::max(conv_is_depthwise(cp) ? mul(macs, 8) : macs, moved);
     }
     // Everything else reads its inputs about once: the largest input or the output, per chained op.

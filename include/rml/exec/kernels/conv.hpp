@@ -608,6 +608,63 @@ void depthwise_lanes(const Conv2dPlan& p, const float* x, const float* w, const 
 #pragma GCC diagnostic pop
 #endif
 
+/// Max pools whose windows are 2x2 (no padding) or 3x3 with one row and column of padding before
+/// (ResNet's), at stride 2, on planes of even width with half as many output columns:
+/// max_pool_s2_rows runs them.
+inline int max_pool_s2_kernel(const Pool2dPlan& p) noexcept {
+  if (p.stride_h != 2 || p.stride_w != 2 || p.w % 2 != 0 || p.ow != p.w / 2 || p.w > kMaxSplitRow) return 0;
+  if (p.kh == 2 && p.kw == 2 && p.pad_top == 0 && p.pad_left == 0) return 2;
+  if (p.kh == 3 && p.kw == 3 && p.pad_top == 1 && p.pad_left == 1) return 3;
+  return 0;
+}
+
+/// One plane of a max pool max_pool_s2_kernel takes (K its window), a band
+/// of rows at a time, each step one loop over the whole band: the window's rows folded into one per
+/// output row, the band split into its even and odd columns in one pass, then output column ox is
+/// the even column ox with the odd ones ox and, for K = 3, ox - 1. Row by row, the general path ran
+/// a handful of short loops per output row, and took 8 us on a 32 x 32 x 32 input where ONNX
+/// Runtime took 2.
+///
+/// Output rows [oy0, oy1) of `out` (the whole output plane) from input rows held at `in`: plane
+/// row y at in + (y - row0) * ld, which must hold every row those output rows read (a whole plane:
+/// row0 0 and ld p.w; a fused convolution's band of rows: see pooled_conv2d).
+template <int K>
+void max_pool_s2_rows(const Pool2dPlan& p, const float* in, std::int64_t ld, std::int64_t row0, float* out,
+                      std::int64_t oy0, std::int64_t oy1) {
+  constexpr std::int64_t kBand = 4096;  // floats of folded rows a band holds
+  alignas(64) float folded[kBand], even[kBand / 2], odd[kBand / 2];
+  const auto fold = [](float acc, float v) { return (v > acc || v != v) ? v : acc; };  // NaN wins
+  const std::int64_t w = p.w, ow = p.ow, band = std::max<std::int64_t>(1, kBand / w);
+  for (std::int64_t b0 = oy0; b0 < oy1; b0 += band) {
+    const std::int64_t rows = std::min(oy1, b0 + band) - b0, n = rows * ow;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      // The window's rows inside the plane: every window holds one at least (pads < kernel).
+      const std::int64_t y0 = (b0 + r) * 2 - p.pad_top;
+      const std::int64_t ya = std::max<std::int64_t>(y0, 0), yb = std::min<std::int64_t>(y0 + K, p.h);
+      float* __restrict dst = folded + r * w;
+      const float* __restrict r0 = in + (ya - row0) * ld;
+      const float* __restrict r1 = r0 + ld;
+      const float* __restrict r2 = r1 + ld;
+      if (yb - ya == 1) {
+        copy_run(r0, w, dst);
+      } else if (yb - ya == 2) {
+        for (std::int64_t i = 0; i < w; ++i) dst[i] = fold(r0[i], r1[i]);
+      } else {
+        for (std::int64_t i = 0; i < w; ++i) dst[i] = fold(fold(r0[i], r1[i]), r2[i]);
+      }
+    }
+    deinterleave(folded, n, n, even, odd);
+    float* __restrict o = out + b0 * ow;
+    for (std::int64_t j = 0; j < n; ++j) o[j] = fold(even[j], odd[j]);
+    if constexpr (K == 3) {
+      // The odd column before, over the band as one run; a row's first output has none (the
+      // padding), so it is set again after.
+      for (std::int64_t j = 1; j < n; ++j) o[j] = fold(o[j], odd[j - 1]);
+      for (std::int64_t r = 0; r < rows; ++r) o[r * ow] = fold(even[r * ow], odd[r * ow]);
+    }
+  }
+}
+
 // Pre-packed convolution for constant weights (every conv2d but depthwise ones). Per group and
 // image, row-major Y[og, plane] = W[og, kdim] X[kdim, plane] through rml's GEMM (kernels/sgemm.hpp):
 // the weights are its packed operand, packed once at Executor::create, and X is read in place one
@@ -662,6 +719,13 @@ struct PackedConvWeights {
   std::int64_t subsampled = 0;
   /// Set when the convolution runs through Winograd instead (kernels/winograd.hpp).
   std::shared_ptr<const WinogradWeights> winograd;
+  /// A max pool fused after an implicit run (fuse_max_pool; its window, 2 or 3, else 0): the run
+  /// then computes bands of output rows into a tile per part and pools them from there, and the
+  /// step's output is the pool's (see pooled_conv2d).
+  int pool_k = 0;
+  Pool2dPlan pool;
+  std::int64_t pool_band = 0;  ///< pool output rows per band
+  std::int64_t pool_ldc = 0;   ///< floats from one output channel's rows in the tile to the next's
 
   [[nodiscard]] std::int64_t group_floats() const noexcept {
     return transposed ? sgemm::packed_b_floats(kdim, og) : sgemm::packed_floats(og, kdim);
@@ -701,6 +765,7 @@ struct PackedConvWeights {
   }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
     if (winograd) return winograd->scratch_bytes();
+    if (pool_k) return static_cast<std::size_t>(padded_floats() + parts * og * pool_ldc) * sizeof(float);
     // Transposed runs read B in whole packed panels: no partial panel to copy.
     const std::int64_t per_part = transposed ? 0 : split_rows ? sgemm::kPanelFloats : part_floats();
     const std::int64_t floats =
@@ -949,11 +1014,96 @@ inline std::int64_t conv_position_parts(const PackedConvWeights& pw) noexcept {
   return pw.by_rows || pw.by_positions || (!pw.split_rows && !pw.transposed) ? pw.parts : 1;
 }
 
+/// `pw` with max pool `pool` fused after it, or null where the fused run does not apply: an
+/// implicit run (one group, not subsampled) whose output the pool reads whole, a pool that
+/// max_pool_s2_kernel takes. A band holds up to 8 pool rows, fewer where its tile of convolution
+/// rows would fill more than half of L2 (ResNet's stem: 17 rows of 64 channels over a padded width
+/// of 115, 490 KB).
+inline std::shared_ptr<const PackedConvWeights> with_max_pool(const Conv2dPlan& p, const PackedConvWeights& pw,
+                                                              const Pool2dPlan& pool) {
+  const int k = max_pool_s2_kernel(pool);
+  if (!pw.implicit || pw.winograd || pw.subsampled || pw.pool_k || p.groups != 1 || k == 0 ||
+      pool.planes != p.n * p.o || pool.h != p.oh || pool.w != p.ow || pool.oh < 1)
+    return nullptr;
+  auto fused = std::make_shared<PackedConvWeights>(pw);
+  const auto row_bytes = static_cast<std::int64_t>(sizeof(float)) * p.og * pw.wp;
+  const auto l2 = static_cast<std::int64_t>(Eigen::l2CacheSize());
+  fused->pool_k = k;
+  fused->pool = pool;
+  fused->pool_band = std::clamp<std::int64_t>((l2 / 2 / row_bytes - 1) / 2, 1, 8);
+  // The rows a band holds (2 per pool row, and the one before for a 3x3 window), and the whole
+  // panels the GEMM stores past them.
+  const std::int64_t held = 2 * fused->pool_band + 1;
+  fused->pool_ldc = (held * pw.wp + sgemm::kNr + 15) / 16 * 16;
+  fused->parts = std::min(pw.parts, pool.oh);
+  return fused;
+}
+
+/// An implicit run with its max pool fused (pw.pool_k): part q takes a range of the pool's output
+/// rows and, band by band, computes the convolution rows they read into its tile (channel o's rows
+/// at o * pw.pool_ldc, over the padded width, the epilogue applied as the GEMM stores them) and
+/// pools them from there into `y`; the convolution's output never goes to memory. A 3x3 window's
+/// first row is the last one of the band before, moved up rather than computed again; a part's
+/// first band computes it. Every output is the unfused pair's: the GEMM sums each position's
+/// depth in order, and the pool folds the same values.
+inline void pooled_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y, float* scratch,
+                          const ThreadPool* pool, const Epilogue& epi) {
+  const Pool2dPlan& pp = pw.pool;
+  const std::int64_t plane_in = p.h * p.w, pool_plane = pp.oh * pp.ow;
+  float* padded = scratch;
+  float* tiles = padded + pw.padded_floats();
+  const std::optional<sgemm::Finish> finish = epi.empty() ? std::nullopt : finish_of(epi, BiasAlong::rows);
+  // The conv rows pool rows [b0, b1) read.
+  const auto first_read = [&](std::int64_t b0) { return std::max<std::int64_t>(0, b0 * 2 - pp.pad_top); };
+  const auto end_read = [&](std::int64_t b1) { return std::min(p.oh, (b1 - 1) * 2 - pp.pad_top + pw.pool_k); };
+  for (std::int64_t n = 0; n < p.n; ++n) {
+    const float* xn = x + n * p.c * plane_in;
+    run_parts(pool, pw.parts,
+              [&](std::int64_t q) { pad_input(p, pw, xn, padded, pw.hp * q / pw.parts, pw.hp * (q + 1) / pw.parts); });
+    run_parts(pool, pw.parts, [&](std::int64_t q) {
+      float* tile = tiles + q * p.og * pw.pool_ldc;
+      const std::int64_t py0 = pp.oh * q / pw.parts, py1 = pp.oh * (q + 1) / pw.parts;
+      std::int64_t row0 = 0, held_end = 0;  // the tile holds conv rows [row0, held_end)
+      for (std::int64_t b0 = py0; b0 < py1; b0 += pw.pool_band) {
+        const std::int64_t b1 = std::min(py1, b0 + pw.pool_band);
+        const std::int64_t need0 = first_read(b0), need1 = end_read(b1);
+        if (b0 == py0 || held_end <= need0) {
+          row0 = held_end = need0;
+        } else {
+          // The rows still needed move to the top of the tile, each channel's.
+          const std::int64_t keep = held_end - need0;
+          for (std::int64_t o = 0; o < p.og; ++o) {
+            float* rows = tile + o * pw.pool_ldc;
+            std::copy_n(rows + (need0 - row0) * pw.wp, keep * pw.wp, rows);
+          }
+          row0 = need0;
+        }
+        if (need1 > held_end) {
+          const std::optional<sgemm::Finish> at =
+              finish ? std::optional(finish->at(0, (held_end - row0) * pw.wp, pw.pool_ldc)) : std::nullopt;
+          sgemm::multiply(pw.group(0), pw.kdim, sgemm::OffsetRows{padded + held_end * pw.wp, pw.k_offset.data()},
+                          (need1 - held_end) * pw.wp, tile + (held_end - row0) * pw.wp, pw.pool_ldc, 0, p.og, true,
+                          nullptr, false, at ? &*at : nullptr);
+          held_end = need1;
+        }
+        for (std::int64_t o = 0; o < p.og; ++o) {
+          float* out = y + (n * p.o + o) * pool_plane;
+          if (pw.pool_k == 2)
+            max_pool_s2_rows<2>(pp, tile + o * pw.pool_ldc, pw.wp, row0, out, b0, b1);
+          else
+            max_pool_s2_rows<3>(pp, tile + o * pw.pool_ldc, pw.wp, row0, out, b0, b1);
+        }
+      }
+    });
+  }
+}
+
 /// conv2d over weights packed at create, `x` already subsampled when pw.subsampled is set (as the
 /// plan `p` then says). `scratch` holds pw.scratch_bytes() less the subsampled input.
 inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y,
                                float* scratch, const ThreadPool* pool, const Epilogue& epi) {
   if (pw.winograd) return winograd_conv2d(p, *pw.winograd, x, y, scratch, pool, epi);
+  if (pw.pool_k) return pooled_conv2d(p, pw, x, y, scratch, pool, epi);
   const bool pointwise = pw.pointwise;
   const std::int64_t plane_in = p.h * p.w, plane = p.oh * p.ow;
   const std::int64_t tiles = (pw.positions + pw.cols - 1) / pw.cols, mr = sgemm::kMr;
@@ -1264,58 +1414,6 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   return {};
 }
 
-/// Max pools whose windows are 2x2 (no padding) or 3x3 with one row and column of padding before
-/// (ResNet's), at stride 2, on planes of even width with half as many output columns:
-/// max_pool_s2_rows runs them.
-inline int max_pool_s2_kernel(const Pool2dPlan& p) noexcept {
-  if (p.stride_h != 2 || p.stride_w != 2 || p.w % 2 != 0 || p.ow != p.w / 2 || p.w > kMaxSplitRow) return 0;
-  if (p.kh == 2 && p.kw == 2 && p.pad_top == 0 && p.pad_left == 0) return 2;
-  if (p.kh == 3 && p.kw == 3 && p.pad_top == 1 && p.pad_left == 1) return 3;
-  return 0;
-}
-
-/// One plane of a max pool max_pool_s2_kernel takes (K its window), a band
-/// of rows at a time, each step one loop over the whole band: the window's rows folded into one per
-/// output row, the band split into its even and odd columns in one pass, then output column ox is
-/// the even column ox with the odd ones ox and, for K = 3, ox - 1. Row by row, the general path ran
-/// a handful of short loops per output row, and took 8 us on a 32 x 32 x 32 input where ONNX
-/// Runtime took 2.
-template <int K>
-void max_pool_s2_rows(const Pool2dPlan& p, const float* in, float* out) {
-  constexpr std::int64_t kBand = 4096;  // floats of folded rows a band holds
-  alignas(64) float folded[kBand], even[kBand / 2], odd[kBand / 2];
-  const auto fold = [](float acc, float v) { return (v > acc || v != v) ? v : acc; };  // NaN wins
-  const std::int64_t w = p.w, ow = p.ow, band = std::max<std::int64_t>(1, kBand / w);
-  for (std::int64_t b0 = 0; b0 < p.oh; b0 += band) {
-    const std::int64_t rows = std::min(p.oh, b0 + band) - b0, n = rows * ow;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      // The window's rows inside the plane: every window holds one at least (pads < kernel).
-      const std::int64_t y0 = (b0 + r) * 2 - p.pad_top;
-      const std::int64_t ya = std::max<std::int64_t>(y0, 0), yb = std::min<std::int64_t>(y0 + K, p.h);
-      float* __restrict dst = folded + r * w;
-      const float* __restrict r0 = in + ya * w;
-      const float* __restrict r1 = r0 + w;
-      const float* __restrict r2 = r1 + w;
-      if (yb - ya == 1) {
-        copy_run(r0, w, dst);
-      } else if (yb - ya == 2) {
-        for (std::int64_t i = 0; i < w; ++i) dst[i] = fold(r0[i], r1[i]);
-      } else {
-        for (std::int64_t i = 0; i < w; ++i) dst[i] = fold(fold(r0[i], r1[i]), r2[i]);
-      }
-    }
-    deinterleave(folded, n, n, even, odd);
-    float* __restrict o = out + b0 * ow;
-    for (std::int64_t j = 0; j < n; ++j) o[j] = fold(even[j], odd[j]);
-    if constexpr (K == 3) {
-      // The odd column before, over the band as one run; a row's first output has none (the
-      // padding), so it is set again after.
-      for (std::int64_t j = 1; j < n; ++j) o[j] = fold(o[j], odd[j - 1]);
-      for (std::int64_t r = 0; r < rows; ++r) o[r * ow] = fold(even[r * ow], odd[r * ow]);
-    }
-  }
-}
-
 template <OpCode Op, typename T>
 Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   const auto& p = kernel.as<Pool2dPlan>();
@@ -1342,9 +1440,9 @@ Status pool2d_kernel(const Kernel& kernel, const KernelArgs& args) {
         const float* in = x + plane * p.h * p.w;
         float* out = y + plane * p.oh * p.ow;
         if (s2_kernel == 2)
-          max_pool_s2_rows<2>(p, in, out);
+          max_pool_s2_rows<2>(p, in, p.w, 0, out, 0, p.oh);
         else
-          max_pool_s2_rows<3>(p, in, out);
+          max_pool_s2_rows<3>(p, in, p.w, 0, out, 0, p.oh);
       }
       return;
     }
