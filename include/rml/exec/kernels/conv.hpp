@@ -719,12 +719,11 @@ struct PackedConvWeights {
   std::int64_t subsampled = 0;
   /// Set when the convolution runs through Winograd instead (kernels/winograd.hpp).
   std::shared_ptr<const WinogradWeights> winograd;
-  /// A max pool fused after an implicit run (fuse_max_pool; its window, 2 or 3, else 0): the run
-  /// then computes bands of output rows into a tile per part and pools them from there, and the
-  /// step's output is the pool's (see pooled_conv2d).
-  int pool_k = 0;
+  /// A max pool fused after an implicit run (fuse_max_pool), when pool_band is set: the run then
+  /// computes bands of output rows into a tile per part and pools them from there, and the step's
+  /// output is the pool's (see pooled_conv2d).
   Pool2dPlan pool;
-  std::int64_t pool_band = 0;  ///< pool output rows per band
+  std::int64_t pool_band = 0;  ///< pool output rows per band; 0 when no pool is fused
   std::int64_t pool_ldc = 0;   ///< floats from one output channel's rows in the tile to the next's
 
   [[nodiscard]] std::int64_t group_floats() const noexcept {
@@ -765,7 +764,7 @@ struct PackedConvWeights {
   }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
     if (winograd) return winograd->scratch_bytes();
-    if (pool_k) return static_cast<std::size_t>(padded_floats() + parts * og * pool_ldc) * sizeof(float);
+    if (pool_band) return static_cast<std::size_t>(padded_floats() + parts * og * pool_ldc) * sizeof(float);
     // Transposed runs read B in whole packed panels: no partial panel to copy.
     const std::int64_t per_part = transposed ? 0 : split_rows ? sgemm::kPanelFloats : part_floats();
     const std::int64_t floats =
@@ -1021,14 +1020,12 @@ inline std::int64_t conv_position_parts(const PackedConvWeights& pw) noexcept {
 /// of 115, 490 KB).
 inline std::shared_ptr<const PackedConvWeights> with_max_pool(const Conv2dPlan& p, const PackedConvWeights& pw,
                                                               const Pool2dPlan& pool) {
-  const int k = max_pool_s2_kernel(pool);
-  if (!pw.implicit || pw.winograd || pw.subsampled || pw.pool_k || p.groups != 1 || k == 0 ||
-      pool.planes != p.n * p.o || pool.h != p.oh || pool.w != p.ow || pool.oh < 1)
+  if (!pw.implicit || pw.winograd || pw.subsampled || pw.pool_band || p.groups != 1 ||
+      max_pool_s2_kernel(pool) == 0 || pool.planes != p.n * p.o || pool.h != p.oh || pool.w != p.ow || pool.oh < 1)
     return nullptr;
   auto fused = std::make_shared<PackedConvWeights>(pw);
   const auto row_bytes = static_cast<std::int64_t>(sizeof(float)) * p.og * pw.wp;
   const auto l2 = static_cast<std::int64_t>(Eigen::l2CacheSize());
-  fused->pool_k = k;
   fused->pool = pool;
   fused->pool_band = std::clamp<std::int64_t>((l2 / 2 / row_bytes - 1) / 2, 1, 8);
   // The rows a band holds (2 per pool row, and the one before for a 3x3 window), and the whole
@@ -1039,8 +1036,8 @@ inline std::shared_ptr<const PackedConvWeights> with_max_pool(const Conv2dPlan& 
   return fused;
 }
 
-/// An implicit run with its max pool fused (pw.pool_k): part q takes a range of the pool's output
-/// rows and, band by band, computes the convolution rows they read into its tile (channel o's rows
+/// An implicit run with its max pool fused (pw.pool_band set): part q takes a range of the pool's
+/// output rows and, band by band, computes the convolution rows they read into its tile (channel o's rows
 /// at o * pw.pool_ldc, over the padded width, the epilogue applied as the GEMM stores them) and
 /// pools them from there into `y`; the convolution's output never goes to memory. A 3x3 window's
 /// first row is the last one of the band before, moved up rather than computed again; a part's
@@ -1055,7 +1052,7 @@ inline void pooled_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
   const std::optional<sgemm::Finish> finish = epi.empty() ? std::nullopt : finish_of(epi, BiasAlong::rows);
   // The conv rows pool rows [b0, b1) read.
   const auto first_read = [&](std::int64_t b0) { return std::max<std::int64_t>(0, b0 * 2 - pp.pad_top); };
-  const auto end_read = [&](std::int64_t b1) { return std::min(p.oh, (b1 - 1) * 2 - pp.pad_top + pw.pool_k); };
+  const auto end_read = [&](std::int64_t b1) { return std::min(p.oh, (b1 - 1) * 2 - pp.pad_top + pp.kh); };
   for (std::int64_t n = 0; n < p.n; ++n) {
     const float* xn = x + n * p.c * plane_in;
     run_parts(pool, pw.parts,
@@ -1079,16 +1076,14 @@ inline void pooled_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
           row0 = need0;
         }
         if (need1 > held_end) {
-          const std::optional<sgemm::Finish> at =
-              finish ? std::optional(finish->at(0, (held_end - row0) * pw.wp, pw.pool_ldc)) : std::nullopt;
           sgemm::multiply(pw.group(0), pw.kdim, sgemm::OffsetRows{padded + held_end * pw.wp, pw.k_offset.data()},
                           (need1 - held_end) * pw.wp, tile + (held_end - row0) * pw.wp, pw.pool_ldc, 0, p.og, true,
-                          nullptr, false, at ? &*at : nullptr);
+                          nullptr, false, finish ? &*finish : nullptr);
           held_end = need1;
         }
         for (std::int64_t o = 0; o < p.og; ++o) {
           float* out = y + (n * p.o + o) * pool_plane;
-          if (pw.pool_k == 2)
+          if (pp.kh == 2)
             max_pool_s2_rows<2>(pp, tile + o * pw.pool_ldc, pw.wp, row0, out, b0, b1);
           else
             max_pool_s2_rows<3>(pp, tile + o * pw.pool_ldc, pw.wp, row0, out, b0, b1);
@@ -1103,7 +1098,7 @@ inline void pooled_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
 inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y,
                                float* scratch, const ThreadPool* pool, const Epilogue& epi) {
   if (pw.winograd) return winograd_conv2d(p, *pw.winograd, x, y, scratch, pool, epi);
-  if (pw.pool_k) return pooled_conv2d(p, pw, x, y, scratch, pool, epi);
+  if (pw.pool_band) return pooled_conv2d(p, pw, x, y, scratch, pool, epi);
   const bool pointwise = pw.pointwise;
   const std::int64_t plane_in = p.h * p.w, plane = p.oh * p.ow;
   const std::int64_t tiles = (pw.positions + pw.cols - 1) / pw.cols, mr = sgemm::kMr;
