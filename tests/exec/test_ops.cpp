@@ -255,7 +255,9 @@ TEST_CASE("a residual add fuses into the convolution before it") {
 TEST_CASE("a max pool fuses into the convolution whose output only it reads") {
   // The outputs are checked against NumPy above, at 1 and 2 threads; here, that the convolution,
   // its activation and the pool ran as one step (conv.hpp's pooled_conv2d) at both thread counts.
-  for (const char* name : {"conv_max_pool_stem_relu_3x3", "conv_max_pool_bias_odd_rows_3x3", "conv_max_pool_relu6_2x2"}) {
+  // The f16 ones through the f32 kernels (widened_packed_conv2d), rounding only the pool's outputs.
+  for (const char* name : {"conv_max_pool_stem_relu_3x3", "conv_max_pool_bias_odd_rows_3x3", "conv_max_pool_relu6_2x2",
+                           "f16_conv_max_pool_stem_relu_3x3", "f16_conv_max_pool_bias_2x2"}) {
     INFO("case ", name);
     for (int threads : {1, 2})
       CHECK(Executor::create(load_case(name).graph, {.threads = threads, .parallel_min_work = 0}).value().step_count() ==

@@ -166,10 +166,15 @@ inline std::int64_t widened_input_floats(const Conv2dPlan& p, const PackedConvWe
   return w.subsampled != 0 ? w.parts * widened_plane_floats(p) : p.n * p.c * p.h * p.w;
 }
 
+/// Floats of widened_packed_conv2d's f32 output: the convolution's, or the fused max pool's.
+inline std::int64_t widened_output_floats(const Conv2dPlan& p, const PackedConvWeights& w) noexcept {
+  return w.pool_band ? w.pool.planes * w.pool.oh * w.pool.ow : p.n * p.o * p.oh * p.ow;
+}
+
 /// Scratch of widened_packed_conv2d: the input, bias and output in f32, then the packed run's own.
 inline std::size_t widened_conv_scratch_bytes(const Conv2dPlan& p, const PackedConvWeights& w) noexcept {
   const std::int64_t in_n = widened_input_floats(p, w);
-  return float_lines(in_n) + float_lines(p.has_bias ? p.o : 0) + float_lines(p.n * p.o * p.oh * p.ow) +
+  return float_lines(in_n) + float_lines(p.has_bias ? p.o : 0) + float_lines(widened_output_floats(p, w)) +
          w.scratch_bytes();
 }
 
@@ -199,11 +204,13 @@ void widen_subsampled(const Conv2dPlan& p, const PackedConvWeights& w, const T* 
 /// convolution (Winograd where it pays, as for f32), each output rounded once to f16: the f32 path's
 /// speed plus two conversion passes. ResNet-18 at 224^2 in f16, 1 thread: 25.8 ms through the
 /// 16-bit GEMM (which widens a panel of weights per multiply step and has no Winograd), 14.1 ms so.
+/// With a max pool fused (w.pool_band: ProgramBuilder::fuse_max_pool), the relu runs as the GEMM
+/// stores, the pool over the f32 rows, and only the pool's outputs are rounded.
 template <typename T>
 Status widened_packed_conv2d(const Kernel& k, const KernelArgs& a) {
   const auto& p = k.as<Conv2dPlan>();
   const auto& w = *static_cast<const PackedConvWeights*>(a.packed);
-  const std::int64_t out_n = p.n * p.o * p.oh * p.ow;
+  const std::int64_t out_n = widened_output_floats(p, w);
   std::byte* next = a.scratch;
   auto take = [&](std::int64_t n) {
     auto* buf = reinterpret_cast<float*>(next);
@@ -237,9 +244,14 @@ Status widened_packed_conv2d(const Kernel& k, const KernelArgs& a) {
     packed_conv2d_over(subsampled_plan(p), w, rest, y, rest + w.subsampled, a.pool, epi);
   } else {
     convert(p.n * p.c, p.h, p.w, [&](std::int64_t b, std::int64_t e) { widen_n(src + b, x + b, e - b); });
+    if (w.pool_band && a.epilogue) epi.chain = a.epilogue->chain;  // a relu (fuse_max_pool), exact in f32
     packed_conv2d(p, w, x, y, rest, a.pool, epi);
   }
   T* out = out_ptr<T>(a);
+  if (w.pool_band) {
+    convert(w.pool.planes, w.pool.oh, w.pool.ow, [&](std::int64_t b, std::int64_t e) { narrow_n(y + b, out + b, e - b); });
+    return {};
+  }
   // A fused residual (of the output's type and layout) and chain, over each range as it is rounded.
   const T* res = a.epilogue ? reinterpret_cast<const T*>(a.epilogue->residual) : nullptr;
   const std::span<const UnaryStep> chain = a.epilogue ? a.epilogue->chain : std::span<const UnaryStep>{};

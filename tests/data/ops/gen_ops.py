@@ -1633,6 +1633,33 @@ def conv_max_pool_cases():
         c.write()
 
 
+def half_conv_max_pool_cases():
+    """The pair conv_max_pool_cases fuses, on f16 through the f32 kernels (kernel_table.hpp's
+    widened_packed_conv2d): the relu runs on the f32 sums, the pool over them, and only the pool's
+    outputs are rounded, which gives the values of the steps run one by one (rounding is monotonic):
+    the convolution rounded, relu and the pool on the rounded values. A 7x7 stride-2 stem with relu
+    and a 3x3 pool, and a 5x5 with a bias only and a 2x2 pool, batch 2. Tolerance: half_tol over
+    the convolution's depth. Their own generator."""
+    r = np.random.default_rng(20261207)
+    rnd, wid, ulp = HALF["f16"]
+    for name, (xs, ws, stride, pad, pool, act) in {
+            "stem_relu_3x3": ((1, 3, 80, 64), (16, 3, 7, 7), 2, 3, 3, True),
+            "bias_2x2": ((2, 8, 36, 32), (12, 8, 5, 5), 1, 2, 2, False)}.items():
+        x, w, bias, y, k = half_conv(r, rnd, wid, dict(x=xs, w=ws, attrs={"strides": [stride] * 2,
+                                                                              "pads": [pad] * 4}))
+        yc = rnd(f32(y))
+        c = Case("f16_conv_max_pool_" + name, half_tol(ulp, k))
+        out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], yc,
+                     {"strides": [stride] * 2, "pads": [pad] * 4})
+        if act:
+            yc = rnd(np.maximum(wid(yc), f32(0)))
+            out = c.node("relu", [out], yc)
+        pads = [1] * 4 if pool == 3 else [0] * 4
+        c.output(c.node("max_pool2d", [out], rnd(f32(pool_ref(wid(yc), [pool] * 2, [2, 2], pads, "max"))),
+                        {"kernel": [pool] * 2, "strides": [2, 2], "pads": pads}))
+        c.write()
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -1664,6 +1691,7 @@ def main():
     half_subsampled_cases()
     split_positions_cases()
     conv_max_pool_cases()
+    half_conv_max_pool_cases()
 
 
 if __name__ == "__main__":

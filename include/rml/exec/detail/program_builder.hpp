@@ -196,16 +196,23 @@ class ProgramBuilder {
   /// stores, followed by a max pool that alone reads its output, runs the pool inside
   /// (pooled_conv2d) when with_max_pool takes the pair: the convolution's output is then never
   /// written, only the pool's.
+  ///
+  /// An f16 convolution through the f32 kernels (widened_packed_conv2d) too, with no chain or a
+  /// relu: it then pools its f32 outputs and rounds the pool's. Rounding to f16 is monotonic and
+  /// keeps 0, so the maximum of the rounded values is the rounded maximum, and relu commutes with
+  /// the rounding as well: the values of the unfused steps, which round each op's result.
   void fuse_max_pool(Step& s, std::size_t i) {
-    if (s.kernel.dtype != DType::f32 || !s.packed || s.residual >= 0 ||
-        !finish_of(Epilogue{nullptr, s.chain, nullptr}, BiasAlong::rows))
-      return;
+    const bool widened = s.fn == &widened_packed_conv2d<f16>;
+    if (!widened && s.kernel.dtype != DType::f32) return;
+    if (!s.packed || s.residual >= 0 || !finish_of(Epilogue{nullptr, s.chain, nullptr}, BiasAlong::rows)) return;
+    if (widened && !(s.chain.empty() || (s.chain.size() == 1 && s.chain[0].op == OpCode::Relu))) return;
     auto j = sole_reader(s.output, i);
-    if (!j || compiled_[*j].op != OpCode::MaxPool2d || compiled_[*j].dtype != DType::f32) return;
+    if (!j || compiled_[*j].op != OpCode::MaxPool2d || compiled_[*j].dtype != s.kernel.dtype) return;
+    const auto& cp = s.kernel.as<Conv2dPlan>();
     const auto& pw = *static_cast<const PackedConvWeights*>(s.packed.get());
-    auto fused = with_max_pool(s.kernel.as<Conv2dPlan>(), pw, compiled_[*j].as<Pool2dPlan>());
+    auto fused = with_max_pool(cp, pw, compiled_[*j].as<Pool2dPlan>());
     if (!fused) return;
-    s.scratch_bytes = fused->scratch_bytes();
+    s.scratch_bytes = widened ? widened_conv_scratch_bytes(cp, *fused) : fused->scratch_bytes();
     s.packed = std::move(fused);
     s.output = g_.nodes[*j].outputs[0];
     absorbed_[*j] = 1;
