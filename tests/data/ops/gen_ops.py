@@ -1660,6 +1660,33 @@ def half_conv_max_pool_cases():
         c.write()
 
 
+def half_strided_conv_cases():
+    """16-bit convolutions at stride 2 whose kernel reads every stride phase: bf16 runs them through
+    the 16-bit GEMM over a padded copy of the input split by phase (half16.hpp's plan_half_conv), f16
+    through the f32 kernels' implicit runs. A 7x7 stem with relu (sized so the 2-thread run splits
+    the positions), a 3x3 onto an odd number of rows and columns, and a 3x3 at strides (1, 2) with
+    asymmetric padding, batch 2. Computed in float64 from the 16-bit inputs and rounded once, relu
+    on the rounded values. Tolerance: half_tol over the depth. Their own generator."""
+    r = np.random.default_rng(20261208)
+    specs = (
+        ("stem_7x7_s2_relu", dict(x=(1, 3, 80, 64), w=(16, 3, 7, 7), attrs={"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+         True),
+        ("3x3_s2_odd", dict(x=(1, 16, 15, 17), w=(24, 16, 3, 3), attrs={"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+         False),
+        ("3x3_s1x2_asymmetric", dict(x=(2, 5, 9, 13), w=(7, 5, 3, 3), attrs={"strides": [1, 2], "pads": [1, 0, 2, 1]}),
+         False))
+    for t, (rnd, wid, ulp) in HALF.items():
+        for name, spec, relu in specs:
+            x, w, bias, y, k = half_conv(r, rnd, wid, spec)
+            yc = rnd(f32(y))
+            c = Case("%s_conv2d_strided_%s" % (t, name), half_tol(ulp, k))
+            out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], yc, spec["attrs"])
+            if relu:
+                out = c.node("relu", [out], rnd(np.maximum(wid(yc), f32(0))))
+            c.output(out)
+            c.write()
+
+
 def main():
     for name in os.listdir(HERE):
         if name.endswith(".json") or name.endswith(".safetensors"):
@@ -1692,6 +1719,7 @@ def main():
     split_positions_cases()
     conv_max_pool_cases()
     half_conv_max_pool_cases()
+    half_strided_conv_cases()
 
 
 if __name__ == "__main__":

@@ -22,10 +22,12 @@ struct Half16Packed {
   std::int64_t nb = 1;     ///< panels per column block
   std::int64_t parts = 1;  ///< threads the scratch was sized for
   std::size_t scratch = 0;
-  /// A stride-1 convolution reads its panels from a zero-padded copy of each group's input
-  /// ([cg, hp, wp], then slack) at `k_offset[k]` per im2col row, over positions oy * wp + ox.
+  /// A convolution whose kernel reads every stride phase (stride 1, or an undilated kernel at least
+  /// as wide as its stride) reads its panels from a zero-padded copy of each group's input, split by
+  /// phase ([cg][sh][sw][hp][wp], then slack; one phase at stride 1): im2col row k at `k_offset[k]`,
+  /// over positions oy * wp + ox.
   bool implicit = false;
-  std::int64_t hp = 0, wp = 0;
+  std::int64_t hp = 0, wp = 0, sh = 1, sw = 1;
   std::vector<std::int64_t> k_offset;
   std::size_t padded_bytes = 0;  ///< the copy's bytes, at the start of scratch
 };
@@ -49,16 +51,26 @@ std::shared_ptr<const Half16Packed> plan_half_conv(const Conv2dPlan& p, int thre
   auto w = std::make_shared<Half16Packed>();
   const std::int64_t kdim = p.cg * p.kh * p.kw, steps = g16::steps_of<T>(kdim);
   std::int64_t columns = p.oh * p.ow;
-  if (p.stride_h == 1 && p.stride_w == 1) {
+  // As f32's implicit runs (pack_conv_weights): every phase read, and at stride 2 a phase width that
+  // wastes at most a quarter of the work. ResNet's 7x7 stride-2 stem and its 3x3 stride-2
+  // convolutions had gathered their im2col panels element by element.
+  const std::int64_t sh = p.stride_h, sw = p.stride_w;
+  const std::int64_t ext_h = (p.kh - 1) * p.dilation_h, ext_w = (p.kw - 1) * p.dilation_w;
+  const std::int64_t hp = p.oh + ext_h / sh, wp = p.ow + ext_w / sw;
+  const bool every_phase =
+      (sh == 1 || (p.dilation_h == 1 && p.kh >= sh)) && (sw == 1 || (p.dilation_w == 1 && p.kw >= sw));
+  if (every_phase && (sw == 1 || 4 * wp <= 5 * p.ow)) {
     w->implicit = true;
-    w->hp = p.oh + (p.kh - 1) * p.dilation_h, w->wp = p.ow + (p.kw - 1) * p.dilation_w;
-    columns = p.oh * w->wp;
+    w->hp = hp, w->wp = wp, w->sh = sh, w->sw = sw;
+    columns = p.oh * wp;
     for (std::int64_t k = 0; k < kdim; ++k) {
       const std::int64_t kx = k % p.kw, ky = (k / p.kw) % p.kh, ci = k / (p.kw * p.kh);
-      w->k_offset.push_back((ci * w->hp + ky * p.dilation_h) * w->wp + kx * p.dilation_w);
+      const std::int64_t ty = ky * p.dilation_h, tx = kx * p.dilation_w;
+      const std::int64_t phase = (ci * sh + ty % sh) * sw + tx % sw;
+      w->k_offset.push_back((phase * hp + ty / sh) * wp + tx / sw);
     }
-    // The last row's reads run (kw - 1) * dilation_w + 15 elements past the plane (see the kernel).
-    const std::int64_t elems = p.cg * w->hp * w->wp + (p.kw - 1) * p.dilation_w + 2 * g16::kLanes;
+    // The last phase's last row reads ext_w / sw + 15 elements past its plane (see the kernel).
+    const std::int64_t elems = p.cg * sh * sw * hp * wp + ext_w / sw + 2 * g16::kLanes;
     w->padded_bytes = static_cast<std::size_t>((elems * 2 + 63) / 64 * 64);
   }
   w->nb = g16::column_block<T>(steps, (columns + g16::kLanes - 1) / g16::kLanes);
@@ -121,13 +133,31 @@ inline void interleave16(const std::uint16_t* a, const std::uint16_t* b, std::ui
 #endif
 }
 
-/// The zero-padded copy of one group's input `xg` for an implicit convolution (w.padded_bytes).
+/// The zero-padded copy of one group's input `xg` for an implicit convolution (w.padded_bytes), split
+/// by stride phase: element (r, c) of phase (py, px) of channel ci is the padded input's (r * sh +
+/// py, c * sw + px).
 inline void pad_half_input(const Conv2dPlan& p, const Half16Packed& w, const std::uint16_t* xg, std::uint16_t* padded) {
   std::fill_n(padded, w.padded_bytes / 2, std::uint16_t{0});
-  const std::int64_t rows = std::min(p.h, w.hp - p.pad_top), cols = std::min(p.w, w.wp - p.pad_left);
   for (std::int64_t c = 0; c < p.cg; ++c)
-    for (std::int64_t iy = 0; iy < rows; ++iy)
-      std::copy_n(xg + (c * p.h + iy) * p.w, cols, padded + (c * w.hp + iy + p.pad_top) * w.wp + p.pad_left);
+    for (std::int64_t py = 0; py < w.sh; ++py)
+      for (std::int64_t px = 0; px < w.sw; ++px) {
+        std::uint16_t* plane = padded + ((c * w.sh + py) * w.sw + px) * w.hp * w.wp;
+        // Columns [c0, c1) of a phase row hold input columns c * sw + px - pad_left in [0, w).
+        const std::int64_t first = p.pad_left - px;  // c * sw >= first
+        const std::int64_t c0 = first <= 0 ? 0 : (first + w.sw - 1) / w.sw;
+        const std::int64_t c1 = std::min(w.wp, (p.w + first + w.sw - 1) / w.sw);
+        for (std::int64_t r = 0; r < w.hp; ++r) {
+          const std::int64_t iy = r * w.sh + py - p.pad_top;
+          if (iy < 0 || iy >= p.h || c0 >= c1) continue;
+          const std::uint16_t* src = xg + (c * p.h + iy) * p.w + (c0 * w.sw - first);
+          std::uint16_t* dst = plane + r * w.wp + c0;
+          if (w.sw == 1) {
+            std::copy_n(src, c1 - c0, dst);
+          } else {
+            for (std::int64_t i = 0; i < c1 - c0; ++i) dst[i] = src[i * w.sw];
+          }
+        }
+      }
 }
 
 /// bf16 conv2d with constant weights through the 16-bit GEMM. (f16 convolutions run through the f32
@@ -181,9 +211,9 @@ Status half_conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
         g16::run(prod, panels, true, args.scratch, w.parts, args.pool);
         continue;
       }
-      // Stride 1: the panels straight from the padded copy, over rows wp wide (the last kw - 1
-      // positions of each read the next row and are dropped). Panel j, step s reads 16
-      // consecutive elements at k_offset[k] + 16 j for each of the step's rows k.
+      // The panels straight from the padded copy, over rows wp wide (the last ext_w / sw positions
+      // of each read the next row and are dropped). Panel j, step s reads 16 consecutive elements
+      // at k_offset[k] + 16 j for each of the step's rows k.
       auto* padded = reinterpret_cast<std::uint16_t*>(args.scratch);
       pad_half_input(p, w, xg, padded);
       prod.n = p.oh * w.wp, prod.wrap = w.wp, prod.keep = p.ow;
