@@ -2,10 +2,13 @@
 // time. An allowed pair without a kernel is a compile error, never a runtime abort.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "rml/core/tensor.hpp"
@@ -63,12 +66,7 @@ inline WidenedCounts widened_counts(const Kernel& k) noexcept {
       const auto& p = k.as<Conv2dPlan>();
       return {{p.n * p.c * p.h * p.w, p.o * p.cg * p.kh * p.kw, p.has_bias ? p.o : 0}, p.n * p.o * p.oh * p.ow};
     }
-    case OpCode::MaxPool2d:
-    case OpCode::AvgPool2d: {
-      const auto& p = k.as<Pool2dPlan>();
-      return {{p.planes * p.h * p.w, 0, 0}, p.planes * p.oh * p.ow};
-    }
-    default: {  // softmax
+    default: {  // softmax (the pools widen a block at a time: half_pool2d_kernel)
       const auto& p = k.as<AxisPlan>();
       return {{p.outer * p.axis * p.inner, 0, 0}, p.outer * p.axis * p.inner};
     }
@@ -80,8 +78,22 @@ constexpr std::size_t float_lines(std::int64_t n) noexcept {
   return (static_cast<std::size_t>(n) * sizeof(float) + 63) / 64 * 64;
 }
 
-/// Scratch of a widened op: its operands and output in f32, then what the f32 kernel needs.
+/// Planes a 16-bit pool (half_pool2d_kernel) widens at a time: as many as fill 16K floats, at least one.
+inline std::int64_t half_pool_block(const Pool2dPlan& p) noexcept {
+  return std::clamp<std::int64_t>(16384 / std::max<std::int64_t>(p.h * p.w, 1), 1, std::max<std::int64_t>(p.planes, 1));
+}
+
+/// Scratch of one thread of half_pool2d_kernel: a block of input planes and of output planes in f32.
+inline std::size_t half_pool_part_bytes(const Pool2dPlan& p) noexcept {
+  const std::int64_t block = half_pool_block(p);
+  return float_lines(block * p.h * p.w) + float_lines(block * p.oh * p.ow);
+}
+
+/// Scratch of a widened op: its operands and output in f32, then what the f32 kernel needs (a
+/// 16-bit pool: a block of planes per thread).
 inline std::size_t widened_scratch_bytes(const Kernel& k, int threads) noexcept {
+  if (k.op == OpCode::MaxPool2d || k.op == OpCode::AvgPool2d)
+    return static_cast<std::size_t>(std::max(threads, 1)) * half_pool_part_bytes(k.as<Pool2dPlan>());
   const WidenedCounts c = widened_counts(k);
   std::size_t bytes = float_lines(c.in[0]) + float_lines(c.in[1]) + float_lines(c.in[2]) + float_lines(c.out);
   if (k.op == OpCode::Conv2d) bytes += conv_scratch_bytes(k.as<Conv2dPlan>(), threads);
@@ -111,8 +123,9 @@ Status widened_kernel(const Kernel& k, const KernelArgs& a) {
       in[i] = reinterpret_cast<const std::byte*>(static_cast<const WidenedWeights*>(a.packed)->data.data());
       continue;
     }
-    // Converted in ranges over the threads, which the pools' split by planes reads back locally (a
-    // serial pass had ResNet-18's f16 max pool take 520 us at 2 threads against 190 at 1).
+    // Converted in ranges over the threads, which kernels that split planes read back locally (a
+    // serial pass had ResNet-18's f16 max pool, then widened here, take 520 us at 2 threads against
+    // 190 at 1).
     const T* src = in_ptr<T>(a, i);
     convert_parallel(a.pool, c.in[i], [&](std::int64_t b, std::int64_t e) { widen_n(src + b, buf + b, e - b); });
     in[i] = reinterpret_cast<const std::byte*>(buf);
@@ -125,13 +138,44 @@ Status widened_kernel(const Kernel& k, const KernelArgs& a) {
     s = matmul_kernel<float>(k, f32_args);
   else if constexpr (Op == OpCode::Conv2d)
     s = conv2d_kernel<float>(k, f32_args);
-  else if constexpr (Op == OpCode::Softmax)
-    s = softmax_kernel<float>(k, f32_args);
   else
-    s = pool2d_kernel<Op, float>(k, f32_args);
+    s = softmax_kernel<float>(k, f32_args);
   if (!s.ok()) return s;
   T* dst = out_ptr<T>(a);
   convert_parallel(a.pool, c.out, [&](std::int64_t b, std::int64_t e) { narrow_n(out + b, dst + b, e - b); });
+  return {};
+}
+
+/// A max or average pool on f16 or bf16. The threads split the planes as pool2d_kernel does, and
+/// each widens a block of its planes at a time into scratch of its own, pools it with the f32
+/// kernel and rounds the outputs: the bits of widening the whole input first, but the block stays in
+/// cache and no f32 copy of the tensor is written and read back (bf16 ResNet-18's max pool had
+/// widened its 64 x 112 x 112 input, 3.2 MB in f32).
+template <OpCode Op, typename T>
+Status half_pool2d_kernel(const Kernel& k, const KernelArgs& a) {
+  const auto& p = k.as<Pool2dPlan>();
+  const std::int64_t block = half_pool_block(p), in_plane = p.h * p.w, out_plane = p.oh * p.ow;
+  const std::size_t part_bytes = half_pool_part_bytes(p);
+  const T* src = in_ptr<T>(a, 0);
+  T* dst = out_ptr<T>(a);
+  const std::int64_t parts = part_count(a.pool, p.planes, work_grain(out_plane * p.kh * p.kw, 4));
+  run_parts(a.pool, parts, [&](std::int64_t part) {
+    std::byte* mine = a.scratch + static_cast<std::size_t>(part) * part_bytes;
+    auto* in = reinterpret_cast<float*>(mine);
+    auto* out = reinterpret_cast<float*>(mine + float_lines(block * in_plane));
+    Kernel kb = k;  // the plan over one block of planes
+    auto& plan = std::get<Pool2dPlan>(kb.plan);
+    const std::byte* ins[1] = {reinterpret_cast<const std::byte*>(in)};
+    std::byte* const outs[1] = {reinterpret_cast<std::byte*>(out)};
+    const KernelArgs args{std::span(ins, 1), std::span(outs, 1), nullptr, nullptr, nullptr, nullptr};
+    const std::int64_t e = p.planes * (part + 1) / parts;
+    for (std::int64_t b = p.planes * part / parts; b < e; b += block) {
+      plan.planes = std::min(block, e - b);
+      widen_n(src + b * in_plane, in, plan.planes * in_plane);
+      (void)pool2d_kernel<Op, float>(kb, args);  // always OK
+      narrow_n(out, dst + b * out_plane, plan.planes * out_plane);
+    }
+  });
   return {};
 }
 
@@ -262,7 +306,8 @@ Status widened_packed_conv2d(const Kernel& k, const KernelArgs& a) {
   return {};
 }
 
-/// The ops that run on 16-bit floats through widened_kernel.
+/// The ops that run on 16-bit floats through the f32 kernels: widened_kernel, and the pools'
+/// half_pool2d_kernel.
 constexpr bool is_widened_op(OpCode op) noexcept {
   return op == OpCode::MatMul || op == OpCode::Conv2d || op == OpCode::MaxPool2d || op == OpCode::AvgPool2d ||
          op == OpCode::Softmax;
@@ -272,7 +317,9 @@ constexpr bool is_widened_op(OpCode op) noexcept {
 template <OpCode Op, DType D>
 constexpr KernelFn kernel_for() {
   using T = dtype_type_t<D>;
-  if constexpr (is_widened_op(Op) && is_half_v<T>)
+  if constexpr ((Op == OpCode::MaxPool2d || Op == OpCode::AvgPool2d) && is_half_v<T>)
+    return &half_pool2d_kernel<Op, T>;
+  else if constexpr (is_widened_op(Op) && is_half_v<T>)
     return &widened_kernel<Op, T>;
   else if constexpr (is_unary(Op) || Op == OpCode::LogicalNot)
     return &unary_kernel<Op, T>;
