@@ -53,6 +53,30 @@ inline bool conv_is_strided_pointwise(const Conv2dPlan& p) noexcept {
   return p.kh == 1 && p.kw == 1 && (p.stride_h > 1 || p.stride_w > 1) && p.pad_top == 0 && p.pad_left == 0 &&
          p.oh > 0 && p.ow > 0 && (p.oh - 1) * p.stride_h < p.h && (p.ow - 1) * p.stride_w < p.w;
 }
+/// A zero-padded copy of a convolution's input split by stride phase, [cg][sh][sw][hp][wp]: phase
+/// (py, px) of channel ci holds the padded input's rows py + i * sh and columns px + j * sw. Output
+/// position (oy, ox) at im2col row k reads the copy at offset(p, k) + oy * wp + ox, over all phases
+/// when the kernel reads every phase (stride 1, or an undilated kernel at least as wide as its
+/// stride); the last wp - ow positions of each row read into the next and are dropped. The f32
+/// implicit, direct and gathered runs and bf16's 16-bit GEMM (half16.hpp) read their inputs so.
+struct PhaseLayout {
+  std::int64_t sh, sw, hp, wp;
+  bool every_phase;
+  explicit PhaseLayout(const Conv2dPlan& p) noexcept
+      : sh(p.stride_h),
+        sw(p.stride_w),
+        hp(p.oh + (p.kh - 1) * p.dilation_h / p.stride_h),
+        wp(p.ow + (p.kw - 1) * p.dilation_w / p.stride_w),
+        every_phase((sh == 1 || (p.dilation_h == 1 && p.kh >= sh)) && (sw == 1 || (p.dilation_w == 1 && p.kw >= sw))) {}
+  /// Where im2col row k (= (ci * kh + ky) * kw + kx) starts in the copy.
+  [[nodiscard]] std::int64_t offset(const Conv2dPlan& p, std::int64_t k) const noexcept {
+    const std::int64_t kx = k % p.kw, ky = (k / p.kw) % p.kh, ci = k / (p.kw * p.kh);
+    const std::int64_t ty = ky * p.dilation_h, tx = kx * p.dilation_w;
+    const std::int64_t phase = (ci * sh + ty % sh) * sw + tx % sw;
+    return (phase * hp + ty / sh) * wp + tx / sw;
+  }
+};
+
 /// The stride-1 convolution over the subsampled input that a strided 1x1 one is.
 inline Conv2dPlan subsampled_plan(const Conv2dPlan& p) noexcept {
   Conv2dPlan q = p;
@@ -798,13 +822,11 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // few positions for every thread to get a tile, the threads split the output channels instead.
   const std::int64_t nr = sgemm::kNr;
   const bool split = threads > 1 && plane * kdim * p.og * p.groups >= 2 * kGemmPartFlops;
-  // The padded input is read when the kernel reads every phase (stride 1, or an undilated kernel at
-  // least as wide as its stride) and the phase width wastes at most a quarter of the work.
-  const std::int64_t sh = p.stride_h, sw = p.stride_w;
-  const std::int64_t ext_h = (p.kh - 1) * p.dilation_h, ext_w = (p.kw - 1) * p.dilation_w;
-  const std::int64_t hp = p.oh + ext_h / sh, wp = p.ow + ext_w / sw;
-  const bool every_phase =
-      (sh == 1 || (p.dilation_h == 1 && p.kh >= sh)) && (sw == 1 || (p.dilation_w == 1 && p.kw >= sw));
+  // The padded input is read when the kernel reads every phase and the phase width wastes at most a
+  // quarter of the work.
+  const PhaseLayout layout(p);
+  const std::int64_t sh = layout.sh, sw = layout.sw, hp = layout.hp, wp = layout.wp;
+  const bool every_phase = layout.every_phase;
   // Also turned around, on planes up to 16x16 (32x32 for kernels wider than 1x1): convolutions that
   // read at least 96 values per output and the turned-around product can read in place, and 1x1
   // convolutions that narrow the channels.
@@ -839,12 +861,7 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
     pw->hp = hp, pw->wp = wp, pw->sh = sh, pw->sw = sw, pw->planes = p.cg * sh * sw;
     if (pw->implicit) pw->positions = p.oh * wp;
     pw->k_offset.resize(static_cast<std::size_t>(kdim));
-    for (std::int64_t r = 0; r < kdim; ++r) {
-      const std::int64_t kx = r % p.kw, ky = (r / p.kw) % p.kh, ci = r / (p.kw * p.kh);
-      const std::int64_t ty = ky * p.dilation_h, tx = kx * p.dilation_w;
-      const std::int64_t phase = (ci * sh + ty % sh) * sw + tx % sw;
-      pw->k_offset[static_cast<std::size_t>(r)] = (phase * hp + ty / sh) * wp + tx / sw;
-    }
+    for (std::int64_t r = 0; r < kdim; ++r) pw->k_offset[static_cast<std::size_t>(r)] = layout.offset(p, r);
   }
   // Tiles whose X block (depth-blocked by sgemm) stays in half of L2, a whole number of panels;
   // at several threads, enough tiles for each to get one. A product shallower than one depth block

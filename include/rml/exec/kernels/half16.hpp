@@ -22,9 +22,8 @@ struct Half16Packed {
   std::int64_t nb = 1;     ///< panels per column block
   std::int64_t parts = 1;  ///< threads the scratch was sized for
   std::size_t scratch = 0;
-  /// A convolution whose kernel reads every stride phase (stride 1, or an undilated kernel at least
-  /// as wide as its stride) reads its panels from a zero-padded copy of each group's input, split by
-  /// phase ([cg][sh][sw][hp][wp], then slack; one phase at stride 1): im2col row k at `k_offset[k]`,
+  /// A convolution whose kernel reads every stride phase reads its panels from a zero-padded copy
+  /// of each group's input split by phase (PhaseLayout, then slack): im2col row k at `k_offset[k]`,
   /// over positions oy * wp + ox.
   bool implicit = false;
   std::int64_t hp = 0, wp = 0, sh = 1, sw = 1;
@@ -54,23 +53,14 @@ std::shared_ptr<const Half16Packed> plan_half_conv(const Conv2dPlan& p, int thre
   // As f32's implicit runs (pack_conv_weights): every phase read, and at stride 2 a phase width that
   // wastes at most a quarter of the work. ResNet's 7x7 stride-2 stem and its 3x3 stride-2
   // convolutions had gathered their im2col panels element by element.
-  const std::int64_t sh = p.stride_h, sw = p.stride_w;
-  const std::int64_t ext_h = (p.kh - 1) * p.dilation_h, ext_w = (p.kw - 1) * p.dilation_w;
-  const std::int64_t hp = p.oh + ext_h / sh, wp = p.ow + ext_w / sw;
-  const bool every_phase =
-      (sh == 1 || (p.dilation_h == 1 && p.kh >= sh)) && (sw == 1 || (p.dilation_w == 1 && p.kw >= sw));
-  if (every_phase && (sw == 1 || 4 * wp <= 5 * p.ow)) {
+  const PhaseLayout layout(p);
+  if (layout.every_phase && (layout.sw == 1 || 4 * layout.wp <= 5 * p.ow)) {
     w->implicit = true;
-    w->hp = hp, w->wp = wp, w->sh = sh, w->sw = sw;
-    columns = p.oh * wp;
-    for (std::int64_t k = 0; k < kdim; ++k) {
-      const std::int64_t kx = k % p.kw, ky = (k / p.kw) % p.kh, ci = k / (p.kw * p.kh);
-      const std::int64_t ty = ky * p.dilation_h, tx = kx * p.dilation_w;
-      const std::int64_t phase = (ci * sh + ty % sh) * sw + tx % sw;
-      w->k_offset.push_back((phase * hp + ty / sh) * wp + tx / sw);
-    }
-    // The last phase's last row reads ext_w / sw + 15 elements past its plane (see the kernel).
-    const std::int64_t elems = p.cg * sh * sw * hp * wp + ext_w / sw + 2 * g16::kLanes;
+    w->hp = layout.hp, w->wp = layout.wp, w->sh = layout.sh, w->sw = layout.sw;
+    columns = p.oh * layout.wp;
+    for (std::int64_t k = 0; k < kdim; ++k) w->k_offset.push_back(layout.offset(p, k));
+    // The last phase's last row reads (wp - ow) + 15 elements past its plane (see the kernel).
+    const std::int64_t elems = p.cg * layout.sh * layout.sw * layout.hp * layout.wp + (layout.wp - p.ow) + 2 * g16::kLanes;
     w->padded_bytes = static_cast<std::size_t>((elems * 2 + 63) / 64 * 64);
   }
   w->nb = g16::column_block<T>(steps, (columns + g16::kLanes - 1) / g16::kLanes);
@@ -134,27 +124,24 @@ inline void interleave16(const std::uint16_t* a, const std::uint16_t* b, std::ui
 }
 
 /// The zero-padded copy of one group's input `xg` for an implicit convolution (w.padded_bytes), split
-/// by stride phase: element (r, c) of phase (py, px) of channel ci is the padded input's (r * sh +
-/// py, c * sw + px).
+/// by stride phase as PhaseLayout lays it out (pad_input's, in 16 bits, the whole copy at once).
 inline void pad_half_input(const Conv2dPlan& p, const Half16Packed& w, const std::uint16_t* xg, std::uint16_t* padded) {
   std::fill_n(padded, w.padded_bytes / 2, std::uint16_t{0});
   for (std::int64_t c = 0; c < p.cg; ++c)
     for (std::int64_t py = 0; py < w.sh; ++py)
       for (std::int64_t px = 0; px < w.sw; ++px) {
         std::uint16_t* plane = padded + ((c * w.sh + py) * w.sw + px) * w.hp * w.wp;
-        // Columns [c0, c1) of a phase row hold input columns c * sw + px - pad_left in [0, w).
-        const std::int64_t first = p.pad_left - px;  // c * sw >= first
-        const std::int64_t c0 = first <= 0 ? 0 : (first + w.sw - 1) / w.sw;
-        const std::int64_t c1 = std::min(w.wp, (p.w + first + w.sw - 1) / w.sw);
+        const std::int64_t shift = px - p.pad_left;
+        const ValidRange vx = valid_outputs(w.wp, w.sw, shift, p.w);  // the columns inside the input
         for (std::int64_t r = 0; r < w.hp; ++r) {
           const std::int64_t iy = r * w.sh + py - p.pad_top;
-          if (iy < 0 || iy >= p.h || c0 >= c1) continue;
-          const std::uint16_t* src = xg + (c * p.h + iy) * p.w + (c0 * w.sw - first);
-          std::uint16_t* dst = plane + r * w.wp + c0;
+          if (iy < 0 || iy >= p.h || vx.begin >= vx.end) continue;
+          const std::uint16_t* src = xg + (c * p.h + iy) * p.w + vx.begin * w.sw + shift;
+          std::uint16_t* dst = plane + r * w.wp + vx.begin;
           if (w.sw == 1) {
-            std::copy_n(src, c1 - c0, dst);
+            std::copy_n(src, vx.end - vx.begin, dst);
           } else {
-            for (std::int64_t i = 0; i < c1 - c0; ++i) dst[i] = src[i * w.sw];
+            for (std::int64_t i = 0; i < vx.end - vx.begin; ++i) dst[i] = src[i * w.sw];
           }
         }
       }
@@ -211,8 +198,8 @@ Status half_conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
         g16::run(prod, panels, true, args.scratch, w.parts, args.pool);
         continue;
       }
-      // The panels straight from the padded copy, over rows wp wide (the last ext_w / sw positions
-      // of each read the next row and are dropped). Panel j, step s reads 16 consecutive elements
+      // The panels straight from the padded copy, over rows wp wide (the last wp - ow positions of
+      // each read the next row and are dropped). Panel j, step s reads 16 consecutive elements
       // at k_offset[k] + 16 j for each of the step's rows k.
       auto* padded = reinterpret_cast<std::uint16_t*>(args.scratch);
       pad_half_input(p, w, xg, padded);
