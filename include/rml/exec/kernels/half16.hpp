@@ -60,7 +60,8 @@ std::shared_ptr<const Half16Packed> plan_half_conv(const Conv2dPlan& p, int thre
     columns = p.oh * layout.wp;
     for (std::int64_t k = 0; k < kdim; ++k) w->k_offset.push_back(layout.offset(p, k));
     // The last phase's last row reads (wp - ow) + 15 elements past its plane (see the kernel).
-    const std::int64_t elems = p.cg * layout.sh * layout.sw * layout.hp * layout.wp + (layout.wp - p.ow) + 2 * g16::kLanes;
+    const std::int64_t elems =
+        p.cg * layout.sh * layout.sw * layout.hp * layout.wp + (layout.wp - p.ow) + 2 * g16::kLanes;
     w->padded_bytes = static_cast<std::size_t>((elems * 2 + 63) / 64 * 64);
   }
   w->nb = g16::column_block<T>(steps, (columns + g16::kLanes - 1) / g16::kLanes);
