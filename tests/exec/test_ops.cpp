@@ -11,6 +11,7 @@
 
 #include "rml/exec/eager.hpp"
 #include "rml/exec/executor.hpp"
+#include "rml/exec/kernels/winograd.hpp"
 #include "rml/io/graph_io.hpp"
 #include "rml/io/safetensors.hpp"
 
@@ -174,7 +175,31 @@ TEST_CASE("3x3 convolutions match NumPy through each Winograd transform and with
     }
     ++ran;
   }
-  CHECK(ran == 11);
+  CHECK(ran == 12);
+}
+
+TEST_CASE("a turned 14x14 Winograd pass whose V blocks overflow L1 runs as two ranges at 1 thread") {
+  // conv2d_winograd_ranges_one_thread_relu's shape: 49 F(2, 3) tiles over 256 channels. One pass of
+  // them, rounded up to 64 columns, makes each element's V block 256 * 64 * 4 = 64 KB; a range of 25,
+  // rounded up to 32, makes it 32 KB. So the ranges are taken when L1 holds 32 KB but not 64 KB and
+  // the products run turned (with AVX2's and AVX-512's panels; SSE's 8-wide ones waste too little).
+  Conv2dPlan p;
+  p.n = 1, p.c = p.cg = 256, p.h = p.w = p.oh = p.ow = 14, p.o = p.og = 64;
+  p.kh = p.kw = 3, p.pad_top = p.pad_left = 1, p.has_bias = true;
+  const std::vector<float> w(static_cast<std::size_t>(64 * 256 * 9), 0.5f);
+  const auto one = detail::pack_winograd_weights<2>(p, w.data(), 1);
+  const auto two = detail::pack_winograd_weights<2>(p, w.data(), 2);
+  REQUIRE(one->total == 49);
+  const auto l1 = Eigen::l1CacheSize();
+  const bool ranges = one->turned && l1 >= 32 * 1024 && l1 < 64 * 1024;
+  INFO("L1 ", l1, " bytes, turned ", one->turned);
+  CHECK(one->parts == (ranges ? 2 : 1));
+  CHECK(one->chunk == (ranges ? 32 : 64));
+  CHECK(one->copies() == 1);  // the ranges run in turn in one part's scratch
+  CHECK(one->scratch_bytes() == static_cast<std::size_t>(one->part_floats()) * sizeof(float));
+  // At 2 threads the tiles always split into two ranges run in parallel, each with its own scratch.
+  CHECK(two->parts == 2);
+  CHECK(two->copies() == 2);
 }
 
 TEST_CASE("16-bit matmul and conv2d match NumPy with their weights widened at create") {

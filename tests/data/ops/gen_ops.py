@@ -1549,6 +1549,20 @@ def winograd_turned_cases():
         close_conv_case(c, r, out, y, spec.get("residual", False), spec.get("act", False))
 
 
+def winograd_one_thread_ranges_cases():
+    """A Winograd convolution on a 14 x 14 plane with 256 input channels, whose 49 tiles at 1 thread
+    run as two ranges of 24 and 25 in turn (kernels/winograd.hpp: one pass's element blocks of V
+    would overflow L1), with bias and ReLU fused. At 2 threads the same tiles run in ranges in
+    parallel. Its own generator."""
+    r = np.random.default_rng(20261211)
+    x, w = f32(r.uniform(-1, 1, (1, 256, 14, 14))), f32(r.uniform(-1, 1, (64, 256, 3, 3)))
+    bias = f32(r.uniform(-1, 1, 64))
+    y = conv_ref(x, w, bias, [1, 1], [1, 1, 1, 1], [1, 1], 1)
+    c = Case("conv2d_winograd_ranges_one_thread_relu", tol_k(256 * 9))
+    out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y), {"pads": [1, 1, 1, 1]})
+    close_conv_case(c, r, out, y, False, True)
+
+
 def half_subsampled_cases():
     """16-bit strided 1x1 convolutions (ResNet's downsampling projections, which run over their
     input subsampled first) with a residual add and ReLU fused into the step: stride 2 x 3, rows of
@@ -1720,6 +1734,7 @@ def main():
     conv_max_pool_cases()
     half_conv_max_pool_cases()
     half_strided_conv_cases()
+    winograd_one_thread_ranges_cases()
 
 
 if __name__ == "__main__":

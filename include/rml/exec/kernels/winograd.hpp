@@ -33,7 +33,8 @@ namespace rml::detail {
 // of output channels, then transposed into M. A run takes its tiles in chunks whose transformed
 // input and products fill up to four times L2; at several threads each thread takes a range of
 // chunks, or, with too few tiles for that, every thread transforms each chunk's input and runs the
-// products and outputs of a range of output channels.
+// products and outputs of a range of output channels. At 1 thread, a turned pass whose element blocks
+// of V overflow L1 runs as two ranges in turn when each range's blocks fit.
 
 /// The transforms of F(m x m, 3 x 3). Each 1-D transform works over kLanes tiles: `x` holds its
 /// rows of kLanes values, `xs` floats apart; `r` receives the result rows, `rs` apart.
@@ -112,7 +113,7 @@ struct WinogradWeights {
   std::int64_t tiles_h = 0, tiles_w = 0, tiles = 0;  ///< per image
   std::int64_t total = 0;                            ///< tiles over the batch
   std::int64_t chunk = 0;                            ///< tiles per pass, a multiple of kLanes and sgemm::kNr
-  std::int64_t parts = 1;                            ///< tile ranges run in parallel
+  std::int64_t parts = 1;                            ///< tile ranges, run in parallel (at 1 thread in turn)
   std::int64_t threads = 1;                          ///< threads the run was planned for
   bool turned = false;                               ///< products turned around (winograd_products)
   /// Per element e: U_e (row-major [o, c]) packed by sgemm::pack_a, or when turned U_e^T ([c, o]) in
@@ -141,9 +142,12 @@ struct WinogradWeights {
   [[nodiscard]] std::int64_t t_floats() const noexcept { return turned ? chunk * sgemm::kNr : 0; }
   /// Floats of one part's scratch: V, M and the turned sums.
   [[nodiscard]] std::int64_t part_floats() const noexcept { return v_floats() + m_floats() + t_floats(); }
-  /// Parts' scratch a run holds: one per tile range, or, with too few tiles for a range per thread,
-  /// one per thread that takes output channels of each chunk (winograd_conv2d_m).
-  [[nodiscard]] std::int64_t copies() const noexcept { return std::max(parts, std::min(threads, o_blocks())); }
+  /// Parts' scratch a run holds: one per tile range (one for all at 1 thread, which runs them in
+  /// turn), or, with too few tiles for a range per thread, one per thread that takes output channels
+  /// of each chunk (winograd_conv2d_m).
+  [[nodiscard]] std::int64_t copies() const noexcept {
+    return std::max(threads > 1 ? parts : 1, std::min(threads, o_blocks()));
+  }
   /// Output channels the products take as one unit: a row block of U_e, or a panel when turned.
   [[nodiscard]] std::int64_t o_unit() const noexcept { return turned ? sgemm::kNr : sgemm::kMr; }
   /// Units of output channels, what the small-plane split hands each thread.
@@ -225,9 +229,24 @@ std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p
     return n - rest + (rest == 0 ? 0 : rest <= sgemm::kLanes ? sgemm::kLanes : sgemm::kNr);
   };
   const std::int64_t o_panels = (p.o + sgemm::kNr - 1) / sgemm::kNr * sgemm::kNr;
-  ww->turned = 10 * chunk * o_panels < 9 * computed(chunk) * p.o;
+  const auto turned_for = [&](std::int64_t n) { return 10 * n * o_panels < 9 * computed(n) * p.o; };
   constexpr std::int64_t step = std::max(W::kLanes, sgemm::kNr);
-  ww->chunk = (chunk + step - 1) / step * step;
+  const auto rounded = [](std::int64_t n) { return (n + step - 1) / step * step; };
+  ww->turned = turned_for(chunk);
+  // At 1 thread, a turned pass over every tile whose element blocks of V overflow L1 runs as two
+  // tile ranges in turn when each range's block fits: the turned products read an element's V block
+  // once per panel of output channels, so it is read from L1 instead of L2. ResNet-18's three
+  // 256-channel 14 x 14 layers (49 tiles: a 64 KB block at 1 thread, 32 KB in ranges of 24 and 25)
+  // took 0.92-0.96 of their time that way, the whole model 0.985 (ResNet-50 0.989; docs/ops.md).
+  const auto v_block = [&](std::int64_t n) { return static_cast<std::int64_t>(sizeof(float)) * p.c * rounded(n); };
+  const auto l1 = static_cast<std::int64_t>(Eigen::l1CacheSize());
+  const std::int64_t half = (ww->total + 1) / 2;
+  if (ww->threads == 1 && ww->turned && chunk == ww->total && v_block(chunk) > l1 && v_block(half) <= l1 &&
+      turned_for(half)) {
+    ww->parts = 2;
+    chunk = half;
+  }
+  ww->chunk = rounded(chunk);
   if (ww->turned) {
     ww->v_rows.resize(static_cast<std::size_t>(p.c));
     for (std::int64_t k = 0; k < p.c; ++k) ww->v_rows[static_cast<std::size_t>(k)] = k * ww->chunk;
@@ -457,9 +476,9 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const flo
     });
     return;
   }
-  if (threads <= 1) {
+  if (threads <= 1) {  // the ranges in turn, in the first part's scratch
     for (std::int64_t part = 0; part < ww.parts; ++part)
-      run_range(part, ww.total * part / ww.parts, ww.total * (part + 1) / ww.parts);
+      run_range(0, ww.total * part / ww.parts, ww.total * (part + 1) / ww.parts);
     return;
   }
   // Too few tiles for a range per thread (small planes): each thread transforms all of a chunk's
