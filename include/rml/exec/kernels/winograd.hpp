@@ -237,7 +237,8 @@ std::shared_ptr<const WinogradWeights> pack_winograd_weights(const Conv2dPlan& p
   // tile ranges in turn when each range's block fits: the turned products read an element's V block
   // once per panel of output channels, so it is read from L1 instead of L2. ResNet-18's three
   // 256-channel 14 x 14 layers (49 tiles: a 64 KB block at 1 thread, 32 KB in ranges of 24 and 25)
-  // took 0.92-0.96 of their time that way, the whole model 0.985 (ResNet-50 0.989; docs/ops.md).
+  // took 0.91-0.94 of their time that way, the whole model 0.991 (median of seven alternations,
+  // 0.984-1.013; ResNet-50 0.994; docs/ops.md).
   const auto v_block = [&](std::int64_t n) { return static_cast<std::int64_t>(sizeof(float)) * p.c * rounded(n); };
   const auto l1 = static_cast<std::int64_t>(Eigen::l1CacheSize());
   const std::int64_t half = (ww->total + 1) / 2;
