@@ -204,9 +204,17 @@ Status widened_packed_matmul(const Kernel&, const KernelArgs& a) {
 /// Floats of one widened input plane (widen_subsampled), in whole cache lines.
 inline std::int64_t widened_plane_floats(const Conv2dPlan& p) noexcept { return (p.h * p.w + 15) / 16 * 16; }
 
-/// Floats of the widened input: a plane per part for a strided 1x1 convolution (widen_subsampled),
-/// else all of it.
+/// Whether widened_packed_conv2d runs Winograd over the 16-bit input itself, its input transform
+/// widening each row as it reads it (winograd_input), rather than over a widened copy: at several
+/// threads. ResNet-18 in f16 took 0.979-0.980 of its time so at 2 threads, but 1.005-1.009 at 1
+/// (each input row is read by two tile rows, so widened twice, in runs of 34; the pass widens it
+/// once, 16 at a time).
+inline bool widens_in_winograd(const PackedConvWeights& w) noexcept { return w.winograd && w.winograd->threads > 1; }
+
+/// Floats of the widened input: none when Winograd widens its rows (widens_in_winograd), a plane
+/// per part for a strided 1x1 convolution (widen_subsampled), else all of it.
 inline std::int64_t widened_input_floats(const Conv2dPlan& p, const PackedConvWeights& w) noexcept {
+  if (widens_in_winograd(w)) return 0;
   return w.subsampled != 0 ? w.parts * widened_plane_floats(p) : p.n * p.c * p.h * p.w;
 }
 
@@ -283,7 +291,9 @@ Status widened_packed_conv2d(const Kernel& k, const KernelArgs& a) {
     epi.bias = bias;
   }
   auto* rest = reinterpret_cast<float*>(next);
-  if (w.subsampled != 0) {
+  if (widens_in_winograd(w)) {
+    winograd_conv2d(p, *w.winograd, src, y, rest, a.pool, epi);  // no f32 copy of the input
+  } else if (w.subsampled != 0) {
     widen_subsampled(p, w, src, rest, x, a.pool);
     packed_conv2d_over(subsampled_plan(p), w, rest, y, rest + w.subsampled, a.pool, epi);
   } else {

@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "rml/exec/conv_algorithm.hpp"
 #include "rml/exec/kernels/common.hpp"
+#include "rml/exec/kernels/convert16.hpp"
 #include "rml/exec/kernels/elementwise.hpp"
 #include "rml/exec/kernels/matmul.hpp"
 #include "rml/exec/kernels/sgemm.hpp"
@@ -286,8 +288,9 @@ struct WinogradGroup {
 };
 
 /// Input channels [c0, c1) of chunk tiles [t0, t0 + nt) into v ([elems, c, chunk], tile t at t - t0).
-template <int M>
-void winograd_input(const Conv2dPlan& p, const WinogradWeights& ww, const float* x, std::int64_t t0, std::int64_t nt,
+/// `x` holds f32, or f16 (or bf16) widened as each row is read.
+template <int M, typename T>
+void winograd_input(const Conv2dPlan& p, const WinogradWeights& ww, const T* x, std::int64_t t0, std::int64_t nt,
                     std::int64_t c0, std::int64_t c1, float* v) {
   using X = WinogradTransforms<M>;
   constexpr std::int64_t L = WinogradWeights::kLanes, S = M + 2, W = M * L + 2;
@@ -300,19 +303,23 @@ void winograd_input(const Conv2dPlan& p, const WinogradWeights& ww, const float*
   // Channel by channel, each over the chunk's groups: the stores of one channel's transformed tiles
   // run along rows of v, so a line is finished while it is still in L1.
   for (std::int64_t ci = c0; ci < c1; ++ci) {
-    const float* plane = x + ci * p.h * p.w;
+    const T* plane = x + ci * p.h * p.w;
     for (std::int64_t g0 = 0; g0 < nt;) {
       const WinogradGroup grp(ww, t0 + g0, nt - g0);
       const std::int64_t iy0 = grp.oy - p.pad_top, ix0 = grp.ox - p.pad_left;
       // Columns [ja, jb) of a row buffer lie inside the input (the same for every row).
       const std::int64_t ja = std::clamp<std::int64_t>(-ix0, 0, W), jb = std::clamp<std::int64_t>(p.w - ix0, ja, W);
-      const float* image = plane + grp.image * p.c * p.h * p.w;
+      const T* image = plane + grp.image * p.c * p.h * p.w;
       for (std::int64_t i = 0; i < S; ++i) {
         float* row = rows + i * W;
         const std::int64_t iy = iy0 + i;
-        // A constant-length fill is a few stores inline; the input's run, copy_run.
+        // A constant-length fill is a few stores inline; the input's run, copy_run (or widen_n).
         if (iy < 0 || iy >= p.h || ja > 0 || jb < W) std::fill_n(row, W, 0.0f);
-        if (iy >= 0 && iy < p.h) copy_run(image + iy * p.w + ix0 + ja, jb - ja, row + ja);
+        if (iy < 0 || iy >= p.h) continue;
+        if constexpr (std::is_same_v<T, float>)
+          copy_run(image + iy * p.w + ix0 + ja, jb - ja, row + ja);
+        else
+          widen_n(image + iy * p.w + ix0 + ja, row + ja, jb - ja);
       }
       // d[i][j][l] = row i, column M * l + j: tile l's input (tiles past count read zeros or
       // neighbours; their results are not stored). Column j of every tile is a phase of the row:
@@ -456,8 +463,8 @@ void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float
   }
 }
 
-template <int M>
-void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const float* x, float* y, float* scratch,
+template <int M, typename T>
+void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const T* x, float* y, float* scratch,
                        const ThreadPool* pool, const Epilogue& epi) {
   // Tiles [t0, t1) on one thread, with the scratch of part `part`.
   const auto run_range = [&](std::int64_t part, std::int64_t t0, std::int64_t t1) {
@@ -506,9 +513,11 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const flo
   });
 }
 
-/// conv2d through Winograd weights. `scratch` holds ww.scratch_bytes().
-inline void winograd_conv2d(const Conv2dPlan& p, const WinogradWeights& ww, const float* x, float* y, float* scratch,
-                            const ThreadPool* pool, const Epilogue& epi) {
+/// conv2d through Winograd weights, over an f32 input or a 16-bit one (widened as the input
+/// transform reads it; f32 output either way). `scratch` holds ww.scratch_bytes().
+template <typename T>
+void winograd_conv2d(const Conv2dPlan& p, const WinogradWeights& ww, const T* x, float* y, float* scratch,
+                     const ThreadPool* pool, const Epilogue& epi) {
   if (ww.m == 2)
     winograd_conv2d_m<2>(p, ww, x, y, scratch, pool, epi);
   else
