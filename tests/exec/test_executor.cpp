@@ -178,6 +178,66 @@ TEST_CASE("create refuses a graph that does not check, with infer_types' message
         "INVALID_ARGUMENT: node 7 (add, layers.4 at mlp.py:12) produces f32 [2, 4] but y is recorded as f32 [2, 5]");
 }
 
+TEST_CASE("at 2 threads, convolution parts of 64 KiB or more write the same part regions in every step") {
+  // 3x3 on 32x32 (Winograd over two tile ranges at 2 threads, over 64 KiB a part), relu, 3x3 stride 2
+  // onto 16x16 and a 1x1: parts that large write the regions the program keeps for part 0 and part
+  // 1, which no intermediate and no step's scratch overlaps; smaller ones follow their step's scratch.
+  const std::int64_t c = 32, h = 32;
+  GraphDef g;
+  g.values = {{"x", f32({1, c, h, h})},    {"w1", f32({c, c, 3, 3})},  {"", f32({1, c, h, h})},
+              {"", f32({1, c, h, h})},     {"w2", f32({64, c, 3, 3})}, {"", f32({1, 64, 16, 16})},
+              {"w3", f32({64, 64, 1, 1})}, {"y", f32({1, 64, 16, 16})}};
+  g.inputs = {0};
+  g.outputs = {7};
+  g.constants = {{1, "", Tensor::from_vector(values(c * c * 9, 1), Shape{c, c, 3, 3}), false},
+                 {4, "", Tensor::from_vector(values(64 * c * 9, 2), Shape{64, c, 3, 3}), false},
+                 {6, "", Tensor::from_vector(values(64 * 64, 3), Shape{64, 64, 1, 1}), false}};
+  NodeDef conv1, relu, conv2, conv3;
+  conv1.op = conv2.op = conv3.op = "conv2d";
+  conv1.inputs = {0, 1}, conv1.outputs = {2};
+  conv1.attrs["pads"] = conv2.attrs["pads"] = std::vector<std::int64_t>{1, 1, 1, 1};
+  relu.op = "relu", relu.inputs = {2}, relu.outputs = {3};
+  conv2.inputs = {3, 4}, conv2.outputs = {5};
+  conv2.attrs["strides"] = std::vector<std::int64_t>{2, 2};
+  conv3.inputs = {5, 6}, conv3.outputs = {7};
+  g.nodes = {conv1, relu, conv2, conv3};
+  const auto program =
+      detail::build_program(g, {.threads = 2, .budget = std::size_t{1} << 30, .parallel_min_work = 0}).value();
+  const detail::Program& p = *program;
+  REQUIRE(p.steps.size() == 3);
+  std::int64_t regions = 0;
+  for (const detail::Step& s : p.steps) {
+    CHECK(s.part_bytes <= p.part_stride);
+    regions = std::max(regions, s.part_count);
+  }
+  CHECK(p.steps[0].part_count == 2);  // the two tile ranges
+  CHECK(p.steps[0].part_bytes >= detail::kPartRegionBytes);
+  CHECK(p.part_stride % 64 == 0);
+  REQUIRE(regions == 2);
+  const std::size_t begin = p.part_offset, end = p.part_offset + 2 * p.part_stride;
+  CHECK(end <= p.arena_bytes);
+  const auto apart = [&](std::size_t at, std::size_t bytes) { return at + bytes <= begin || at >= end; };
+  for (const detail::Step& s : p.steps) {
+    if (s.scratch_bytes) CHECK(apart(s.scratch_offset, s.scratch_bytes));
+    if (s.part_count == 0) continue;
+    if (s.part_bytes >= detail::kPartRegionBytes) {  // in the regions
+      CHECK(s.part_offset == p.part_offset);
+      CHECK(s.part_stride == p.part_stride);
+    } else {  // after the step's own scratch, inside it
+      CHECK(s.part_offset >= s.scratch_offset);
+      CHECK(s.part_offset + s.part_count * s.part_stride <= s.scratch_offset + s.scratch_bytes);
+    }
+  }
+  for (std::size_t v = 0; v < p.types.size(); ++v)
+    if (p.home[v] == detail::ValueHome::arena)
+      CHECK(apart(p.slot[v], static_cast<std::size_t>(*p.types[v].checked_nbytes())));
+  // At 1 thread there are no regions: every part's scratch is its step's.
+  const auto one = detail::build_program(g, {.threads = 1, .budget = std::size_t{1} << 30, .parallel_min_work = 0});
+  CHECK(one.value()->part_stride == 0);
+  for (const detail::Step& s : one.value()->steps)
+    if (s.part_count) CHECK(s.part_offset + s.part_count * s.part_stride <= s.scratch_offset + s.scratch_bytes);
+}
+
 TEST_CASE("the arena reuses buffers along a chain") {
   auto exec = Executor::create(add_chain(10), {1}).value();
   CHECK(exec.step_count() == 10);

@@ -196,7 +196,7 @@ TEST_CASE("a turned 14x14 Winograd pass whose V blocks overflow L1 runs as two r
   CHECK(one->parts == (ranges ? 2 : 1));
   CHECK(one->chunk == (ranges ? 32 : 64));
   CHECK(one->copies() == 1);  // the ranges run in turn in one part's scratch
-  CHECK(one->scratch_bytes() == static_cast<std::size_t>(one->part_floats()) * sizeof(float));
+  CHECK(one->part_bytes() == static_cast<std::size_t>(one->part_floats()) * sizeof(float));
   // At 2 threads the tiles always split into two ranges run in parallel, each with its own scratch.
   CHECK(two->parts == 2);
   CHECK(two->copies() == 2);

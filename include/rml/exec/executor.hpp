@@ -280,7 +280,8 @@ class Executor {
           pool,
           arena + s.scratch_offset,
           epi.empty() ? nullptr : &epi,
-          s.packed.get()};
+          s.packed.get(),
+          s.part_count > 0 ? detail::PartScratch{arena + s.part_offset, s.part_stride} : detail::PartScratch{}};
       using clock = std::chrono::steady_clock;
       const clock::time_point start = step_seconds ? clock::now() : clock::time_point{};
       Status st = s.fn(s.kernel, args);

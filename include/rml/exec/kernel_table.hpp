@@ -132,7 +132,7 @@ Status widened_kernel(const Kernel& k, const KernelArgs& a) {
   }
   float* out = take(c.out);
   std::byte* const outs[1] = {reinterpret_cast<std::byte*>(out)};
-  const KernelArgs f32_args{std::span(in.data(), a.in.size()), std::span(outs, 1), a.pool, next, nullptr, nullptr};
+  const KernelArgs f32_args{std::span(in.data(), a.in.size()), std::span(outs, 1), a.pool, next, nullptr, nullptr, {}};
   Status s;
   if constexpr (Op == OpCode::MatMul)
     s = matmul_kernel<float>(k, f32_args);
@@ -167,7 +167,7 @@ Status half_pool2d_kernel(const Kernel& k, const KernelArgs& a) {
     auto& plan = std::get<Pool2dPlan>(kb.plan);
     const std::byte* ins[1] = {reinterpret_cast<const std::byte*>(in)};
     std::byte* const outs[1] = {reinterpret_cast<std::byte*>(out)};
-    const KernelArgs args{std::span(ins, 1), std::span(outs, 1), nullptr, nullptr, nullptr, nullptr};
+    const KernelArgs args{std::span(ins, 1), std::span(outs, 1), nullptr, nullptr, nullptr, nullptr, {}};
     const std::int64_t e = p.planes * (part + 1) / parts;
     for (std::int64_t b = p.planes * part / parts; b < e; b += block) {
       plan.planes = std::min(block, e - b);
@@ -223,7 +223,8 @@ inline std::int64_t widened_output_floats(const Conv2dPlan& p, const PackedConvW
   return w.pool_band ? w.pool.planes * w.pool.oh * w.pool.ow : p.n * p.o * p.oh * p.ow;
 }
 
-/// Scratch of widened_packed_conv2d: the input, bias and output in f32, then the packed run's own.
+/// Scratch of widened_packed_conv2d: the input, bias and output in f32, then what the packed run's
+/// parts share (each part's own is in KernelArgs::parts, as for f32).
 inline std::size_t widened_conv_scratch_bytes(const Conv2dPlan& p, const PackedConvWeights& w) noexcept {
   const std::int64_t in_n = widened_input_floats(p, w);
   return float_lines(in_n) + float_lines(p.has_bias ? p.o : 0) + float_lines(widened_output_floats(p, w)) +
@@ -292,14 +293,14 @@ Status widened_packed_conv2d(const Kernel& k, const KernelArgs& a) {
   }
   auto* rest = reinterpret_cast<float*>(next);
   if (widens_in_winograd(w)) {
-    winograd_conv2d(p, *w.winograd, src, y, rest, a.pool, epi);  // no f32 copy of the input
+    winograd_conv2d(p, *w.winograd, src, y, a.parts, a.pool, epi);  // no f32 copy of the input
   } else if (w.subsampled != 0) {
     widen_subsampled(p, w, src, rest, x, a.pool);
-    packed_conv2d_over(subsampled_plan(p), w, rest, y, rest + w.subsampled, a.pool, epi);
+    packed_conv2d_over(subsampled_plan(p), w, rest, y, rest + w.subsampled, a.parts, a.pool, epi);
   } else {
     convert(p.n * p.c, p.h, p.w, [&](std::int64_t b, std::int64_t e) { widen_n(src + b, x + b, e - b); });
     if (w.pool_band && a.epilogue) epi.chain = a.epilogue->chain;  // a relu (fuse_max_pool), exact in f32
-    packed_conv2d(p, w, x, y, rest, a.pool, epi);
+    packed_conv2d(p, w, x, y, rest, a.parts, a.pool, epi);
   }
   T* out = out_ptr<T>(a);
   if (w.pool_band) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "rml/check/kernel.hpp"
@@ -33,8 +34,26 @@ struct Epilogue {
   [[nodiscard]] bool empty() const noexcept { return bias == nullptr && chain.empty() && residual == nullptr; }
 };
 
+/// The scratch each part of a step has to itself (a part: one of the ranges a kernel splits its work
+/// into, run as index q of a parallel_for): part q's at base + q * stride, 64-byte aligned.
+///
+/// The executor keeps one such region for the whole program, so part q of every step uses the same
+/// bytes. The caller always runs part 0 and a worker part 1 (Workers::parallel_for), so those bytes
+/// are in the cache of the core that writes them next. Carved from each step's own scratch instead,
+/// part 0 of one step wrote where part 1 of the step before had: its lines were first fetched from
+/// the other core. ResNet-18 at 2 threads took 0.91-0.92 of the time with its convolutions' parts in
+/// such regions (docs/ops.md, "Which thread writes what").
+struct PartScratch {
+  std::byte* base = nullptr;
+  std::size_t stride = 0;
+  [[nodiscard]] float* floats(std::int64_t q) const noexcept {
+    return reinterpret_cast<float*>(base + static_cast<std::size_t>(q) * stride);
+  }
+};
+
 /// The buffers of one kernel call. Inputs and outputs are in the node's order; `scratch` holds
-/// `scratch_bytes(kernel)` bytes, 64-byte aligned.
+/// `scratch_bytes(kernel)` bytes, 64-byte aligned, and `parts` the regions of the steps that plan
+/// scratch per part (Step::part_bytes; none for the others).
 struct KernelArgs {
   std::span<const std::byte* const> in;
   std::span<std::byte* const> out;
@@ -42,6 +61,7 @@ struct KernelArgs {
   std::byte* scratch = nullptr;
   const Epilogue* epilogue = nullptr;
   const void* packed = nullptr;  ///< constant weights the executor packed for this kernel, or null
+  PartScratch parts;
 };
 
 using KernelFn = Status (*)(const Kernel&, const KernelArgs&);

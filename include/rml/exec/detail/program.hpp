@@ -36,6 +36,11 @@ struct Step {
   std::int64_t residual = -1;    ///< value id of a fused residual add (conv2d), or -1
   std::size_t scratch_offset = 0;
   std::size_t scratch_bytes = 0;
+  /// Scratch each of `part_count` parts has to itself (PartScratch): part q's at arena offset
+  /// part_offset + q * part_stride, in the program's part regions or after the step's own scratch.
+  std::size_t part_bytes = 0;
+  std::int64_t part_count = 0;
+  std::size_t part_offset = 0, part_stride = 0;
   /// Constant weights packed at create (PackedWeights for matmul, PackedConvWeights for conv2d;
   /// for a 16-bit matmul or conv2d, Half16Packed for the 16-bit GEMM, or its weights widened to
   /// f32 when asked: WidenedWeights).
@@ -57,6 +62,9 @@ struct Program {
   /// Output positions copied at the end (a graph input, a constant, or a value listed twice).
   std::vector<std::size_t> copied_outputs;
   std::size_t arena_bytes = 0;
+  /// The part regions (PartScratch): region q at part_offset + q * part_stride in the arena, the same
+  /// bytes for part q of every step that takes them, shared with nothing else.
+  std::size_t part_offset = 0, part_stride = 0;
   std::size_t intermediate_bytes = 0;  ///< sum of the planned buffers, before sharing
   std::size_t max_arity = 1;
 };
@@ -108,6 +116,8 @@ class WorkspacePool {
 /// Runtime: 2.42 ms), and the 3x32x32 CNN 98-122 against 71-86 us, while the zoo's small models did
 /// not change (docs/ops.md, "Threads").
 inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 20;
+/// Parts' scratch at least this large takes the program's part regions (ProgramBuilder::place_values).
+inline constexpr std::size_t kPartRegionBytes = std::size_t{64} << 10;
 
 /// What build_program compiles for: the executor's options as the program builder reads them.
 struct BuildOptions {

@@ -51,7 +51,7 @@ RML_SPLIT_API Result<std::vector<Tensor>> run_node(const NodeDef& node, std::spa
   const Kernel& k = compiled->kernel;
   std::unique_ptr<std::byte[]> scratch;
   if (const std::size_t bytes = detail::scratch_bytes(k, 1)) scratch = std::make_unique<std::byte[]>(bytes);
-  const detail::KernelArgs args{ptrs, out_ptrs, nullptr, scratch.get(), nullptr, nullptr};
+  const detail::KernelArgs args{ptrs, out_ptrs, nullptr, scratch.get(), nullptr, nullptr, {}};
   Status st = detail::find_kernel(k)(k, args);
   if (!st.ok()) return st.with_prefix(detail::node_label(node) + ": ");
   return outputs;

@@ -754,9 +754,10 @@ struct PackedConvWeights {
     return transposed ? sgemm::packed_b_floats(kdim, og) : sgemm::packed_floats(og, kdim);
   }
   [[nodiscard]] const float* group(std::int64_t g) const noexcept { return a.data() + g * group_floats(); }
-  /// Transposed runs: floats of X^T packed (a copy per part when gathered) and of Y^T [positions, og].
+  /// Transposed runs: floats of X^T packed once for the parts (gathered runs pack a copy each, in
+  /// their own scratch) and of Y^T [positions, og].
   [[nodiscard]] std::int64_t packed_x_floats() const noexcept {
-    return transposed && !direct ? copies() * packed_x_copy_floats() : 0;
+    return transposed && !direct && !gathered ? packed_x_copy_floats() : 0;
   }
   [[nodiscard]] std::int64_t packed_x_copy_floats() const noexcept {
     return round16(sgemm::packed_floats(positions, kdim));
@@ -770,10 +771,9 @@ struct PackedConvWeights {
   }
   /// Floats per part: its tile and sgemm's panel for a partial last panel.
   [[nodiscard]] std::int64_t part_floats() const noexcept { return tile_floats() + sgemm::kPanelFloats; }
-  /// Floats of the padded input (implicit runs, and direct and gathered ones not 1x1, a copy per part).
-  [[nodiscard]] std::int64_t padded_floats() const noexcept {
-    return implicit || ((direct || gathered) && !pointwise) ? copies() * padded_copy_floats() : 0;
-  }
+  /// Floats of the padded input the parts share (implicit runs; direct and gathered ones not 1x1 pad
+  /// a copy each, in their own scratch).
+  [[nodiscard]] std::int64_t padded_floats() const noexcept { return implicit ? padded_copy_floats() : 0; }
   /// Floats of one padded input: its planes, and slack for the last positions' whole panels (the
   /// furthest read is the largest row offset plus the positions rounded up to a panel, past the
   /// planes' end when the last phase's taps start in its first rows).
@@ -786,21 +786,35 @@ struct PackedConvWeights {
   [[nodiscard]] std::int64_t shared_floats() const noexcept {
     return split_rows && !pointwise ? round16(kdim * positions) : 0;
   }
+  /// Bytes of the scratch the parts share: the subsampled input, the padded input, the im2col
+  /// matrix, X^T and Y^T, each present only for the runs above that use it.
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
-    if (winograd) return winograd->scratch_bytes();
-    if (pool_band) return static_cast<std::size_t>(padded_floats() + parts * og * pool_ldc) * sizeof(float);
-    // Transposed runs read B in whole packed panels: no partial panel to copy.
-    const std::int64_t per_part = transposed ? 0 : split_rows ? sgemm::kPanelFloats : part_floats();
-    const std::int64_t floats =
-        subsampled + padded_floats() + shared_floats() + packed_x_floats() + yt_floats() + parts * per_part;
+    if (winograd) return 0;
+    const std::int64_t floats = subsampled + padded_floats() + shared_floats() + packed_x_floats() + yt_floats();
     return static_cast<std::size_t>(floats) * sizeof(float);
+  }
+  /// Floats of one part's own scratch (PartScratch): with a pool fused, the tile of its band's rows;
+  /// else a padded copy of the input (direct and gathered runs not 1x1) and X^T (gathered), or its
+  /// tile and sgemm's panel for a partial last panel (transposed runs read B in whole panels, and
+  /// need none).
+  [[nodiscard]] std::int64_t own_floats() const noexcept {
+    if (pool_band) return round16(og * pool_ldc);
+    std::int64_t floats = (direct || gathered) && !pointwise ? padded_copy_floats() : 0;
+    if (gathered) floats += packed_x_copy_floats();
+    if (!transposed) floats += split_rows ? sgemm::kPanelFloats : part_floats();
+    return floats;
+  }
+  /// Bytes of one part's own scratch, and the parts a run uses (0 when they need none).
+  [[nodiscard]] std::size_t part_bytes() const noexcept {
+    return winograd ? winograd->part_bytes() : static_cast<std::size_t>(own_floats()) * sizeof(float);
+  }
+  [[nodiscard]] std::int64_t part_count() const noexcept {
+    if (winograd) return winograd->copies();
+    return own_floats() > 0 ? parts : 0;
   }
 
  private:
   static constexpr std::int64_t round16(std::int64_t n) noexcept { return (n + 15) / 16 * 16; }
-  /// Copies of the padded input and of X^T a run holds: one per part when direct or gathered (see
-  /// packed_conv2d_over).
-  [[nodiscard]] std::int64_t copies() const noexcept { return direct || gathered ? parts : 1; }
 };
 
 /// Packs conv2d weights `w` ([o, cg, kh, kw]) for runs of plan `p` on `threads` threads; as
@@ -1061,11 +1075,10 @@ inline std::shared_ptr<const PackedConvWeights> with_max_pool(const Conv2dPlan& 
 /// first band computes it. Every output is the unfused pair's: the GEMM sums each position's
 /// depth in order, and the pool folds the same values.
 inline void pooled_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y, float* scratch,
-                          const ThreadPool* pool, const Epilogue& epi) {
+                          const PartScratch& own, const ThreadPool* pool, const Epilogue& epi) {
   const Pool2dPlan& pp = pw.pool;
   const std::int64_t plane_in = p.h * p.w, pool_plane = pp.oh * pp.ow;
   float* padded = scratch;
-  float* tiles = padded + pw.padded_floats();
   const std::optional<sgemm::Finish> finish = epi.empty() ? std::nullopt : finish_of(epi, BiasAlong::rows);
   // The conv rows pool rows [b0, b1) read.
   const auto first_read = [&](std::int64_t b0) { return std::max<std::int64_t>(0, b0 * 2 - pp.pad_top); };
@@ -1075,7 +1088,7 @@ inline void pooled_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
     run_parts(pool, pw.parts,
               [&](std::int64_t q) { pad_input(p, pw, xn, padded, pw.hp * q / pw.parts, pw.hp * (q + 1) / pw.parts); });
     run_parts(pool, pw.parts, [&](std::int64_t q) {
-      float* tile = tiles + q * p.og * pw.pool_ldc;
+      float* tile = own.floats(q);
       const std::int64_t py0 = pp.oh * q / pw.parts, py1 = pp.oh * (q + 1) / pw.parts;
       std::int64_t row0 = 0, held_end = 0;  // the tile holds conv rows [row0, held_end)
       for (std::int64_t b0 = py0; b0 < py1; b0 += pw.pool_band) {
@@ -1111,11 +1124,12 @@ inline void pooled_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
 }
 
 /// conv2d over weights packed at create, `x` already subsampled when pw.subsampled is set (as the
-/// plan `p` then says). `scratch` holds pw.scratch_bytes() less the subsampled input.
+/// plan `p` then says). `scratch` holds pw.scratch_bytes() less the subsampled input, `own`
+/// pw.part_count() regions of pw.part_bytes().
 inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y,
-                               float* scratch, const ThreadPool* pool, const Epilogue& epi) {
-  if (pw.winograd) return winograd_conv2d(p, *pw.winograd, x, y, scratch, pool, epi);
-  if (pw.pool_band) return pooled_conv2d(p, pw, x, y, scratch, pool, epi);
+                               float* scratch, const PartScratch& own, const ThreadPool* pool, const Epilogue& epi) {
+  if (pw.winograd) return winograd_conv2d(p, *pw.winograd, x, y, own, pool, epi);
+  if (pw.pool_band) return pooled_conv2d(p, pw, x, y, scratch, own, pool, epi);
   const bool pointwise = pw.pointwise;
   const std::int64_t plane_in = p.h * p.w, plane = p.oh * p.ow;
   const std::int64_t tiles = (pw.positions + pw.cols - 1) / pw.cols, mr = sgemm::kMr;
@@ -1123,7 +1137,6 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
   float* shared = padded + pw.padded_floats();
   float* packed_x = shared + pw.shared_floats();
   float* yt = packed_x + pw.packed_x_floats();
-  float* parts = yt + pw.yt_floats();
   for (std::int64_t n = 0; n < p.n; ++n) {
     for (std::int64_t g = 0; g < p.groups; ++g) {
       const float* xg = x + (n * p.c + g * p.cg) * plane_in;
@@ -1178,9 +1191,9 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
             // padded input when every part reads all of it (see gathered runs below): 64-channel
             // 3x3 convolutions onto 16 x 16 took 105 us at 2 threads over one copy padded in bands
             // of rows by both, 65 us this way (128 channels onto 8 x 8: 78 -> 62 us).
-            float* own = padded + part * pw.padded_copy_floats();
-            pad_input(p, pw, xg, own, oy0, oy1 + pw.hp - p.oh);
-            base = own;
+            float* padded_own = own.floats(part);
+            pad_input(p, pw, xg, padded_own, oy0, oy1 + pw.hp - p.oh);
+            base = padded_own;
           }
           // The part's positions in tiles of equal rows: a last tile of one to three rows keeps too few
           // sums in flight for the FMA units (49 = 4 x 12 + 1 took 52 tile rows' time, 5 x ~10 takes 49).
@@ -1234,8 +1247,8 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
           // 3x3 convolutions onto 4 x 4 took 101 us at 2 threads with one X^T, 141 with one padded
           // input as well, and 77 with copies of both (128 at 1 thread).
           run_parts(pool, pw.parts, [&](std::int64_t part) {
-            float* padded_own = padded + part * pw.padded_copy_floats();
-            float* xt = packed_x + part * pw.packed_x_copy_floats();
+            float* padded_own = own.floats(part);
+            float* xt = padded_own + pw.padded_copy_floats();
             pad_input(p, pw, xg, padded_own, 0, pw.hp);
             gather_transposed_x(p, pw, padded_own, xt);
             run_part(part, xt);
@@ -1276,15 +1289,15 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
           const std::int64_t r1 = std::min(p.og, blocks * (part + 1) / pw.parts * mr);
           if (r0 >= r1) return;
           const float* xs = pointwise ? xg : shared;
-          sgemm::multiply(wg, pw.kdim, sgemm::StridedRows{xs, plane}, plane, yg, plane, r0, r1, false,
-                          parts + part * sgemm::kPanelFloats, false, finish ? &*finish : nullptr);
+          sgemm::multiply(wg, pw.kdim, sgemm::StridedRows{xs, plane}, plane, yg, plane, r0, r1, false, own.floats(part),
+                          false, finish ? &*finish : nullptr);
           if (!eg.empty() && !finish) apply_epilogue(eg, BiasAlong::rows, yg, plane, r0, r1, 0, plane);
         };
         run_parts(pool, pw.parts, run_part);
         continue;
       }
       const auto run_part = [&](std::int64_t part) {
-        float* tile = parts + part * pw.part_floats();
+        float* tile = own.floats(part);
         float* panel = tile + pw.tile_floats();
         for (std::int64_t t = tiles * part / pw.parts; t < tiles * (part + 1) / pw.parts; ++t) {
           const std::int64_t i0 = t * pw.cols, cols = std::min(pw.cols, pw.positions - i0);
@@ -1297,10 +1310,11 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
   }
 }
 
-/// conv2d over weights packed at create. `scratch` holds pw.scratch_bytes().
+/// conv2d over weights packed at create. `scratch` holds pw.scratch_bytes(), `own` pw.part_count()
+/// regions of pw.part_bytes().
 inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y, float* scratch,
-                          const ThreadPool* pool, const Epilogue& epi) {
-  if (pw.subsampled == 0) return packed_conv2d_over(p, pw, x, y, scratch, pool, epi);
+                          const PartScratch& own, const ThreadPool* pool, const Epilogue& epi) {
+  if (pw.subsampled == 0) return packed_conv2d_over(p, pw, x, y, scratch, own, pool, epi);
   // Rows of the subsampled input, the threads splitting the planes' rows.
   const Conv2dPlan q = subsampled_plan(p);
   const std::int64_t rows = p.n * p.c * q.h;
@@ -1310,7 +1324,7 @@ inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
       copy_strided(x + (plane * p.h + oy * p.stride_h) * p.w, p.stride_w, q.w, scratch + r * q.w);
     }
   });
-  packed_conv2d_over(q, pw, scratch, y, scratch + pw.subsampled, pool, epi);
+  packed_conv2d_over(q, pw, scratch, y, scratch + pw.subsampled, own, pool, epi);
 }
 
 template <typename T>
@@ -1364,10 +1378,11 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
     const bool rows = depthwise_by_rows(p);  // else row by row through memory (planes too large)
     const std::int64_t total = p.n * p.c;
     const std::int64_t parts = part_count(args.pool, total, work_grain(plane_out * p.kh * p.kw, 4));
-    // Part q pads its planes in slice q of the scratch (sized for the executor's threads by
-    // conv_scratch_bytes).
+    // Part q pads its planes in its own region (ProgramBuilder::plan_depthwise_parts), or in slice q
+    // of the scratch (sized for the threads by conv_scratch_bytes) where the caller has none.
     const auto padded_of = [&](std::int64_t part) {
-      float* padded = reinterpret_cast<float*>(args.scratch) + part * depthwise_rows_floats(p);
+      float* padded = args.parts.base ? args.parts.floats(part)
+                                      : reinterpret_cast<float*>(args.scratch) + part * depthwise_rows_floats(p);
       std::fill_n(padded, DepthwiseRows::floats(p), 0.0f);  // the padding, for every plane
       return padded;
     };
@@ -1394,7 +1409,7 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
   }
   if (args.packed) {
     packed_conv2d(p, *static_cast<const PackedConvWeights*>(args.packed), x, y, reinterpret_cast<float*>(args.scratch),
-                  args.pool, epi);
+                  args.parts, args.pool, epi);
     return {};
   }
   const std::int64_t threads = args.pool ? args.pool->threads() : 1;

@@ -154,8 +154,9 @@ struct WinogradWeights {
   [[nodiscard]] std::int64_t o_unit() const noexcept { return turned ? sgemm::kNr : sgemm::kMr; }
   /// Units of output channels, what the small-plane split hands each thread.
   [[nodiscard]] std::int64_t o_blocks() const noexcept { return (o + o_unit() - 1) / o_unit(); }
-  [[nodiscard]] std::size_t scratch_bytes() const noexcept {
-    return static_cast<std::size_t>(copies() * part_floats()) * sizeof(float);
+  /// Bytes of one part's scratch (PartScratch): a run has no other.
+  [[nodiscard]] std::size_t part_bytes() const noexcept {
+    return static_cast<std::size_t>(part_floats()) * sizeof(float);
   }
 };
 
@@ -464,11 +465,11 @@ void winograd_output(const Conv2dPlan& p, const WinogradWeights& ww, const float
 }
 
 template <int M, typename T>
-void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const T* x, float* y, float* scratch,
+void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const T* x, float* y, const PartScratch& parts,
                        const ThreadPool* pool, const Epilogue& epi) {
   // Tiles [t0, t1) on one thread, with the scratch of part `part`.
   const auto run_range = [&](std::int64_t part, std::int64_t t0, std::int64_t t1) {
-    float* v = scratch + part * ww.part_floats();
+    float* v = parts.floats(part);
     float* m = v + ww.v_floats();
     for (std::int64_t c0 = t0; c0 < t1; c0 += ww.chunk) {
       const std::int64_t nt = std::min(ww.chunk, t1 - c0);
@@ -500,7 +501,7 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const T* 
   const std::int64_t blocks = ww.o_blocks();
   const std::int64_t out_parts = std::min(threads, blocks);  // at most ww.copies()
   pool->parallel_for(out_parts, [&](std::int64_t q) {
-    float* v = scratch + q * ww.part_floats();
+    float* v = parts.floats(q);
     float* m = v + ww.v_floats();
     const std::int64_t o0 = blocks * q / out_parts * ww.o_unit();
     const std::int64_t o1 = std::min(ww.o, blocks * (q + 1) / out_parts * ww.o_unit());
@@ -514,14 +515,14 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const T* 
 }
 
 /// conv2d through Winograd weights, over an f32 input or a 16-bit one (widened as the input
-/// transform reads it; f32 output either way). `scratch` holds ww.scratch_bytes().
+/// transform reads it; f32 output either way). `parts` holds ww.copies() regions of ww.part_bytes().
 template <typename T>
-void winograd_conv2d(const Conv2dPlan& p, const WinogradWeights& ww, const T* x, float* y, float* scratch,
+void winograd_conv2d(const Conv2dPlan& p, const WinogradWeights& ww, const T* x, float* y, const PartScratch& parts,
                      const ThreadPool* pool, const Epilogue& epi) {
   if (ww.m == 2)
-    winograd_conv2d_m<2>(p, ww, x, y, scratch, pool, epi);
+    winograd_conv2d_m<2>(p, ww, x, y, parts, pool, epi);
   else
-    winograd_conv2d_m<4>(p, ww, x, y, scratch, pool, epi);
+    winograd_conv2d_m<4>(p, ww, x, y, parts, pool, epi);
 }
 
 /// Winograd weights for plan `p` when `tile` allows it and it pays, else none.
