@@ -37,12 +37,12 @@ struct Epilogue {
 /// The scratch each part of a step has to itself (a part: one of the ranges a kernel splits its work
 /// into, run as index q of a parallel_for): part q's at base + q * stride, 64-byte aligned.
 ///
-/// The executor keeps one such region for the whole program, so part q of every step uses the same
-/// bytes. The caller always runs part 0 and a worker part 1 (Workers::parallel_for), so those bytes
-/// are in the cache of the core that writes them next. Carved from each step's own scratch instead,
-/// part 0 of one step wrote where part 1 of the step before had: its lines were first fetched from
-/// the other core. ResNet-18 at 2 threads took 0.91-0.92 of the time with its convolutions' parts in
-/// such regions (docs/ops.md, "Which thread writes what").
+/// At several threads the executor keeps one such region per part for the whole program, so part q
+/// of every step uses the same bytes. The caller always runs part 0 and a worker part 1
+/// (Workers::parallel_for), so those bytes are in the cache of the core that writes them next.
+/// Carved from each step's own scratch instead, part 0 of one step wrote where part 1 of the step
+/// before had, and its lines first came over from the other core. ResNet-18 at 2 threads took 0.92
+/// of the time with its convolutions' parts in such regions (docs/ops.md, "Which thread writes what").
 struct PartScratch {
   std::byte* base = nullptr;
   std::size_t stride = 0;

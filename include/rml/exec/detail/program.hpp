@@ -37,7 +37,8 @@ struct Step {
   std::size_t scratch_offset = 0;
   std::size_t scratch_bytes = 0;
   /// Scratch each of `part_count` parts has to itself (PartScratch): part q's at arena offset
-  /// part_offset + q * part_stride, in the program's part regions or after the step's own scratch.
+  /// part_offset + q * part_stride, in the program's part regions (at several threads) or after the
+  /// step's own scratch (at 1).
   std::size_t part_bytes = 0;
   std::int64_t part_count = 0;
   std::size_t part_offset = 0, part_stride = 0;
@@ -116,8 +117,6 @@ class WorkspacePool {
 /// Runtime: 2.42 ms), and the 3x32x32 CNN 98-122 against 71-86 us, while the zoo's small models did
 /// not change (docs/ops.md, "Threads").
 inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 20;
-/// Parts' scratch at least this large takes the program's part regions (ProgramBuilder::place_values).
-inline constexpr std::size_t kPartRegionBytes = std::size_t{64} << 10;
 
 /// What build_program compiles for: the executor's options as the program builder reads them.
 struct BuildOptions {

@@ -825,11 +825,9 @@ class ProgramBuilder {
       buffers.push_back({bytes, first[v], std::max(first[v], last[v]), 0});
       owner.push_back(v);
     }
-    // Parts' scratch: at several threads, parts of 64 KiB or more take the part regions, as many as
-    // the most parts a step uses, each as large as the largest such part in whole cache lines, live
-    // through the whole run. Smaller ones (and all at 1 thread, where there is no other core) follow
-    // their step's own scratch: the 3x32x32 CNN, whose parts hold 10-40 KiB, took 1.03-1.04 times as
-    // long at 2 threads with them in regions.
+    // Parts' scratch: at several threads, the part regions, as many as the most parts a step uses,
+    // each as large as the largest part in whole cache lines, live through the whole run. At 1
+    // thread, where there is no other core, each step's part follows its own scratch.
     std::int64_t regions = 0;
     std::vector<std::size_t> part_at(p_->steps.size(), 0);  // in the step's scratch, when not in regions
     const auto lines = [](std::size_t bytes) { return (bytes + 63) / 64 * 64; };
@@ -837,7 +835,7 @@ class ProgramBuilder {
       Step& st = p_->steps[s];
       if (st.part_count <= 0) continue;
       st.part_stride = lines(st.part_bytes);
-      if (threads_ > 1 && st.part_bytes >= kPartRegionBytes) {
+      if (threads_ > 1) {
         regions = std::max(regions, st.part_count);
         p_->part_stride = std::max(p_->part_stride, st.part_stride);
         continue;
@@ -874,9 +872,8 @@ class ProgramBuilder {
     for (std::size_t s = 0; s < p_->steps.size(); ++s) {
       Step& st = p_->steps[s];
       if (st.part_count <= 0) continue;
-      const bool in_regions = threads_ > 1 && st.part_bytes >= kPartRegionBytes;
-      st.part_offset = in_regions ? p_->part_offset : st.scratch_offset + part_at[s];
-      if (in_regions) st.part_stride = p_->part_stride;
+      st.part_offset = threads_ > 1 ? p_->part_offset : st.scratch_offset + part_at[s];
+      if (threads_ > 1) st.part_stride = p_->part_stride;
     }
     return {};
   }
