@@ -11,6 +11,7 @@
 
 #include "rml/exec/eager.hpp"
 #include "rml/exec/executor.hpp"
+#include "rml/exec/kernels/conv.hpp"
 #include "rml/exec/kernels/winograd.hpp"
 #include "rml/io/graph_io.hpp"
 #include "rml/io/safetensors.hpp"
@@ -196,10 +197,16 @@ TEST_CASE("a turned 14x14 Winograd pass whose V blocks overflow L1 runs as two r
   CHECK(one->parts == (ranges ? 2 : 1));
   CHECK(one->chunk == (ranges ? 32 : 64));
   CHECK(one->copies() == 1);  // the ranges run in turn in one part's scratch
-  CHECK(one->part_bytes() == static_cast<std::size_t>(one->part_floats()) * sizeof(float));
   // At 2 threads the tiles always split into two ranges run in parallel, each with its own scratch.
   CHECK(two->parts == 2);
   CHECK(two->copies() == 2);
+  // The convolution step plans that many parts' scratch (PartScratch), and nothing shared.
+  for (int threads : {1, 2}) {
+    const auto conv = detail::pack_conv_weights(p, w.data(), threads);
+    REQUIRE(conv->winograd);
+    CHECK(conv->part_count() == threads);
+    CHECK(conv->scratch_bytes() == 0);
+  }
 }
 
 TEST_CASE("16-bit matmul and conv2d match NumPy with their weights widened at create") {

@@ -691,7 +691,7 @@ class ProgramBuilder {
   static void set_conv_scratch(Step& s, const PackedConvWeights& pw, std::size_t shared) {
     s.scratch_bytes = shared;
     s.part_bytes = pw.part_bytes();
-    s.part_count = pw.part_bytes() ? pw.part_count() : 0;
+    s.part_count = pw.part_count();
   }
 
   void fuse_and_emit() {
