@@ -442,8 +442,9 @@ class ExecutorOptions:
     winograd: Winograd
     widen_16bit_weights: bool
     parallel_min_work: int
+    balance_threads: bool
     def __init__(self, threads: int = 0, winograd: Winograd = ..., widen_16bit_weights: bool = False,
-                 parallel_min_work: int = ...) -> None: ...
+                 parallel_min_work: int = ..., balance_threads: bool = True) -> None: ...
 
 class StepTime:
     @property

@@ -1275,22 +1275,27 @@ void define_executor(py::module_& m) {
       .value("f2", Winograd::f2, "F(2x2, 3x3), within the conformance tolerance; the default")
       .value("f4", Winograd::f4, "F(4x4, 3x3): fewer multiply-adds, a larger rounding error");
   py::class_<ExecutorOptions>(m, "ExecutorOptions")
-      .def(py::init([](int threads, Winograd winograd, bool widen_16bit_weights, std::int64_t parallel_min_work) {
+      .def(py::init([](int threads, Winograd winograd, bool widen_16bit_weights, std::int64_t parallel_min_work,
+                       bool balance_threads) {
              ExecutorOptions options{threads};
              options.winograd = winograd;
              options.widen_16bit_weights = widen_16bit_weights;
              options.parallel_min_work = parallel_min_work;
+             options.balance_threads = balance_threads;
              return options;
            }),
            "threads"_a = 0, "winograd"_a = Winograd::f2, "widen_16bit_weights"_a = false,
-           "parallel_min_work"_a = detail::kParallelMinWork)
+           "parallel_min_work"_a = detail::kParallelMinWork, "balance_threads"_a = true)
       .def_readwrite("threads", &ExecutorOptions::threads, "Intra-op threads, the caller included; 0 = all cores.")
       .def_readwrite("winograd", &ExecutorOptions::winograd,
                      "The Winograd transform 3x3 stride-1 convolutions with constant weights may take.")
       .def_readwrite("widen_16bit_weights", &ExecutorOptions::widen_16bit_weights,
                      "Widen f16/bf16 constant weights of matmul and conv2d to f32 once, at create.")
       .def_readwrite("parallel_min_work", &ExecutorOptions::parallel_min_work,
-                     "Steps estimated below this much work run on the calling thread; 0 lets every step split.");
+                     "Steps estimated below this much work run on the calling thread; 0 lets every step split.")
+      .def_readwrite("balance_threads", &ExecutorOptions::balance_threads,
+                     "Move each step's two-part split toward the faster thread after every run; False keeps even "
+                     "halves. The outputs are the same either way.");
   py::class_<StepTime>(m, "StepTime", "One kernel step of Executor.profile: a node and the nodes fused into it.")
       .def_property_readonly(
           "op", [](const StepTime& s) { return std::string(op_name(s.op)); }, "The first node's op name.")

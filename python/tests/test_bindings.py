@@ -288,6 +288,16 @@ def test_executor_options_reach_the_convolution_path():
     assert not np.array_equal(results[rml.Winograd.off], results[rml.Winograd.f2])
     assert not np.array_equal(results[rml.Winograd.f2], results[rml.Winograd.f4])
     assert rml.ExecutorOptions().winograd == rml.Winograd.f2
+    # Even halves at 2 threads, and runs whose split follows the threads (tests/exec checks uneven
+    # splits bit for bit), give the same bits.
+    assert rml.ExecutorOptions().balance_threads
+    even = rml.ExecutorOptions(threads=2, parallel_min_work=0, balance_threads=False)
+    assert not even.balance_threads
+    first = np.asarray(rml.Executor.create(graph, even).run([x])[0])
+    np.testing.assert_allclose(first, ref, rtol=1e-3, atol=1e-3)
+    balanced = rml.Executor.create(graph, rml.ExecutorOptions(threads=2, parallel_min_work=0))
+    for _ in range(5):
+        assert np.array_equal(np.asarray(balanced.run([x])[0]), first)
 
 
 def test_profile_names_each_step_by_its_nodes():

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <type_traits>
@@ -139,6 +140,41 @@ TEST_CASE("every op matches NumPy (executor, 1 and 2 threads)") {
       check_outputs(c, *out, threads == 1 ? "executor x1" : "executor x2");
     }
   }
+}
+
+TEST_CASE("two-part splits give the same bits wherever they split") {
+  // Executors move each step's split toward the faster thread (thread_pool.hpp, part_share): every
+  // kernel must compute each item the same on either side of it. Each case runs at 2 threads with
+  // the split forced to a range of shares, and must match the even split bit for bit.
+  struct Reset {
+    ~Reset() { detail::part_share_for_testing.store(0.0f); }
+  } reset;
+  int compared = 0;
+  for (const auto& name : case_names()) {
+    INFO("case ", name);
+    const OpCase c = load_case(name);
+    if (!c.error.empty()) continue;
+    auto exec = Executor::create(c.graph, {.threads = 2, .parallel_min_work = 0});
+    REQUIRE_MESSAGE(exec.ok(), exec.error().to_string());
+    detail::part_share_for_testing.store(0.5f);
+    const auto even = exec->run(c.inputs);
+    REQUIRE_MESSAGE(even.ok(), even.error().to_string());
+    for (float share : {0.3f, 0.41f, 0.62f, 0.7f}) {
+      INFO("share ", share);
+      detail::part_share_for_testing.store(share);
+      const auto out = exec->run(c.inputs);
+      REQUIRE_MESSAGE(out.ok(), out.error().to_string());
+      for (std::size_t k = 0; k < out->size(); ++k) {
+        const Tensor& a = (*out)[k];
+        const Tensor& b = (*even)[k];
+        REQUIRE(a.nbytes() == b.nbytes());
+        CHECK(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0);
+      }
+      check_outputs(c, *out, "executor x2, uneven");
+    }
+    ++compared;
+  }
+  CHECK(compared > 100);
 }
 
 TEST_CASE("3x3 convolutions match NumPy through each Winograd transform and without") {

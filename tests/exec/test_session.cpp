@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -198,4 +199,59 @@ TEST_CASE("thread pool: thread counts are clamped and a thread that cannot start
   CHECK(exec.error().code() == Code::internal);
   // The next attempt starts the worker.
   CHECK(Executor::create(chain_on({Device::cpu(8)}), {.threads = 2}).value().threads() == 2);
+}
+
+TEST_CASE("thread pool: a two-part split follows the share, and the share follows the parts' times") {
+  // part_begin: even parts at 0.5 (as total * part / parts), the second of two moved by the share.
+  CHECK(detail::part_share == 0.5f);
+  for (std::int64_t total : {0, 1, 7, 10, 196})
+    for (std::int64_t parts : {1, 2, 3})
+      for (std::int64_t part = 0; part <= parts; ++part)
+        CHECK(detail::part_begin(total, part, parts) == total * part / parts);
+  {
+    detail::part_share = 0.7f;
+    CHECK(detail::part_begin(10, 1, 2) == 7);
+    CHECK(detail::part_begin(196, 1, 2) == 137);  // 98 + round(39.2)
+    CHECK(detail::part_begin(10, 2, 2) == 10);
+    CHECK(detail::part_begin(9, 1, 3) == 3);  // three parts stay even
+    detail::part_share = 0.3f;
+    CHECK(detail::part_begin(10, 1, 2) == 3);
+    CHECK(detail::part_begin(2, 1, 2) == 1);  // 1 + round(-0.4)
+    CHECK(detail::part_begin(3, 1, 2) == 1);  // 1 + round(-0.6), but each part keeps one item
+    CHECK(detail::part_begin(1, 1, 2) == 0);
+    detail::part_share = 0.5f;
+  }
+  // rebalanced_share: at 0.5, parts ending after 300 and 200 us run at 1/600 and 1/400 of the work
+  // per us, so 0.4 would have them end together; the share moves a third of the way there.
+  CHECK(detail::rebalanced_share(0.5f, 300'000, 200'000) == doctest::Approx(0.5 - 0.1 / 3));
+  CHECK(detail::rebalanced_share(0.5f, 200'000, 300'000) == doctest::Approx(0.5 + 0.1 / 3));
+  CHECK(detail::rebalanced_share(0.4f, 200'000, 300'000) == doctest::Approx(0.4 + (0.5 - 0.4) / 3));
+  CHECK(detail::rebalanced_share(0.5f, 19'000, 300'000) == 0.5f);  // too short to tell
+  CHECK(detail::rebalanced_share(0.31f, 1'000'000, 100'000) == detail::kMinShare);
+  CHECK(detail::rebalanced_share(0.69f, 100'000, 1'000'000) == detail::kMaxShare);
+
+  // On a pool, the worker splits at the share of the thread that posted the job: each index once.
+  auto pool = ThreadPool::create(2).value();
+  for (float share : {0.3f, 0.5f, 0.7f}) {
+    INFO("share ", share);
+    detail::part_share = share;
+    std::vector<std::atomic<int>> seen(100);
+    std::atomic<std::int64_t> second_begin{-1};
+    detail::parallel_ranges(pool.get(), 100, 1, [&](std::int64_t b, std::int64_t e) {
+      if (b > 0) second_begin.store(b);
+      // The caller's part waits, so that the worker takes the second (were the caller to run both,
+      // both would split at its own share).
+      if (b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      for (std::int64_t i = b; i < e; ++i) seen[static_cast<std::size_t>(i)].fetch_add(1);
+    });
+    CHECK(second_begin.load() == static_cast<std::int64_t>(std::lround(100 * share)));
+    CHECK(std::all_of(seen.begin(), seen.end(), [](const std::atomic<int>& n) { return n.load() == 1; }));
+  }
+  detail::part_share = 0.5f;
+  // The parts' times reach the poster when a worker ran part 1.
+  detail::part_times = {};
+  for (int i = 0; i < 50 && detail::part_times.worker_ns == 0; ++i)
+    pool->parallel_for(2, [](std::int64_t) { std::this_thread::sleep_for(std::chrono::microseconds(100)); });
+  CHECK(detail::part_times.worker_ns >= 100'000);
+  CHECK(detail::part_times.caller_ns >= 100'000);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +50,9 @@ struct ExecutorOptions {
   /// use it to exercise the parallel paths on small inputs). The default is measured on a 2-vCPU
   /// AVX-512 machine: about 10 us of one core's work (see detail::kParallelMinWork).
   std::int64_t parallel_min_work = detail::kParallelMinWork;
+  /// Move each step's two-part split toward the faster thread after every run (thread_pool.hpp,
+  /// part_share); false keeps even halves. Outputs are the same bits either way.
+  bool balance_threads = true;
 };
 
 namespace detail {
@@ -64,6 +68,15 @@ inline Result<std::shared_ptr<const ThreadPool>> executor_pool(const GraphDef& g
   const std::int32_t device = graph.nodes.empty() ? 0 : graph.nodes.front().device.index;
   return ThreadPool::shared(threads, device);
 }
+
+/// Tests set this in (0, 1) to make every step of every executor split two-part jobs at that share,
+/// and learn none; 0 leaves the steps their own.
+inline std::atomic<float> part_share_for_testing{0.0f};
+
+/// Restores this thread's even split when a run ends, however it ends.
+struct EvenSplitOnExit {
+  ~EvenSplitOnExit() { part_share = 0.5f; }
+};
 
 }  // namespace detail
 
@@ -155,6 +168,10 @@ class Executor {
     Executor e;
     e.program_ = std::move(program);
     e.workspaces_ = std::make_shared<detail::WorkspacePool>();
+    if (pool && options.balance_threads) {
+      e.shares_ = std::shared_ptr<std::atomic<float>[]>(new std::atomic<float>[e.program_->steps.size()]);
+      for (std::size_t i = 0; i < e.program_->steps.size(); ++i) e.shares_[i].store(0.5f, std::memory_order_relaxed);
+    }
     e.pool_ = std::move(pool);
     return e;
   }
@@ -266,9 +283,17 @@ class Executor {
     for (std::size_t v = 0; v < p.types.size(); ++v)
       if (p.home[v] == detail::ValueHome::alias) ptrs[v] = ptrs[p.slot[v]];
 
+    const detail::EvenSplitOnExit even_after;
+    const float forced_share = detail::part_share_for_testing.load(std::memory_order_relaxed);
     for (std::size_t step = 0; step < p.steps.size(); ++step) {
       const detail::Step& s = p.steps[step];
       const ThreadPool* pool = s.serial ? nullptr : pool_.get();
+      // The step's share of its two-part splits, and the times that move it (thread_pool.hpp).
+      std::atomic<float>* share = pool && shares_ ? &shares_[step] : nullptr;
+      if (share) {
+        detail::part_share = forced_share > 0 ? forced_share : share->load(std::memory_order_relaxed);
+        detail::part_times = {};
+      }
       for (std::size_t i = 0; i < s.inputs.size(); ++i) ws->in_ptrs[i] = ptrs[s.inputs[i]];
       std::byte* out = ptrs[s.output];
       detail::Epilogue epi{s.bias >= 0 ? reinterpret_cast<const float*>(ptrs[s.bias]) : nullptr, s.chain,
@@ -286,6 +311,10 @@ class Executor {
       const clock::time_point start = step_seconds ? clock::now() : clock::time_point{};
       Status st = s.fn(s.kernel, args);
       if (step_seconds) step_seconds[step] += std::chrono::duration<double>(clock::now() - start).count();
+      if (share && forced_share <= 0) {
+        const detail::PartTimes& t = detail::part_times;
+        share->store(detail::rebalanced_share(detail::part_share, t.caller_ns, t.worker_ns), std::memory_order_relaxed);
+      }
       if (!st.ok())
         return st.with_prefix("node " + std::to_string(s.first_node) + " (" + std::string(op_name(s.kernel.op)) +
                               "): ");
@@ -300,6 +329,9 @@ class Executor {
   std::shared_ptr<const detail::Program> program_;
   std::shared_ptr<detail::WorkspacePool> workspaces_;
   std::shared_ptr<const ThreadPool> pool_;  ///< none at 1 thread
+  /// Each step's share of part 0 in its two-part splits (detail::part_share), moved after each run
+  /// (detail::rebalanced_share); none at 1 thread or without ExecutorOptions::balance_threads.
+  std::shared_ptr<std::atomic<float>[]> shares_;
 };
 
 }  // namespace rml

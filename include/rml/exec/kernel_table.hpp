@@ -168,8 +168,8 @@ Status half_pool2d_kernel(const Kernel& k, const KernelArgs& a) {
     const std::byte* ins[1] = {reinterpret_cast<const std::byte*>(in)};
     std::byte* const outs[1] = {reinterpret_cast<std::byte*>(out)};
     const KernelArgs args{std::span(ins, 1), std::span(outs, 1), nullptr, nullptr, nullptr, nullptr, {}};
-    const std::int64_t e = p.planes * (part + 1) / parts;
-    for (std::int64_t b = p.planes * part / parts; b < e; b += block) {
+    const std::int64_t e = part_begin(p.planes, part + 1, parts);
+    for (std::int64_t b = part_begin(p.planes, part, parts); b < e; b += block) {
       plan.planes = std::min(block, e - b);
       widen_n(src + b * in_plane, in, plan.planes * in_plane);
       (void)pool2d_kernel<Op, float>(kb, args);  // always OK
@@ -244,7 +244,7 @@ void widen_subsampled(const Conv2dPlan& p, const PackedConvWeights& w, const T* 
   const std::int64_t total = p.n * p.c, plane = p.h * p.w, parts = std::min(w.parts, total);
   run_parts(pool, parts, [&](std::int64_t part) {
     float* buf = planes + part * widened_plane_floats(p);
-    for (std::int64_t i = total * part / parts; i < total * (part + 1) / parts; ++i) {
+    for (std::int64_t i = part_begin(total, part, parts); i < part_begin(total, part + 1, parts); ++i) {
       widen_n(src + i * plane, buf, plane);
       for (std::int64_t oy = 0; oy < q.h; ++oy)
         copy_strided(buf + oy * p.stride_h * p.w, p.stride_w, q.w, sub + (i * q.h + oy) * q.w);
@@ -282,7 +282,7 @@ Status widened_packed_conv2d(const Kernel& k, const KernelArgs& a) {
   const auto convert = [&](std::int64_t planes, std::int64_t rows, std::int64_t cols, const auto& f) {
     if (bands <= 1) return convert_parallel(a.pool, planes * rows * cols, f);
     run_parts(a.pool, bands, [&](std::int64_t q) {
-      const std::int64_t r0 = rows * q / bands, r1 = rows * (q + 1) / bands;
+      const std::int64_t r0 = part_begin(rows, q, bands), r1 = part_begin(rows, q + 1, bands);
       for (std::int64_t i = 0; i < planes; ++i) f((i * rows + r0) * cols, (i * rows + r1) * cols);
     });
   };

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -44,6 +45,60 @@ class TaskRef {
 /// Tests set this to make the next worker start fail as std::thread would when the system has no
 /// threads left (std::system_error), so the path that turns it into a Status is exercised.
 inline std::atomic<bool> fail_next_thread_start_for_testing{false};
+
+// Two-part splits follow the speed of the two threads. The share of the work that part 0 (the
+// caller's) takes in the two-part jobs a thread posts is `part_share`; a job carries its poster's
+// share to the worker, and kernels place the split with part_begin. An executor gives each step a
+// share of its own and moves it after every run toward the one that would have had both parts end
+// together (rebalanced_share), from the times parallel_for adds to `part_times`. A split moves by
+// whole items (tiles, planes, channel panels) and every item is computed the same wherever it runs,
+// so outputs do not depend on the share (tests/exec/test_executor.cpp checks it bit for bit).
+// With even halves, one thread of the 2-vCPU VM measured sat idle for 9-16 % of a ResNet-50 run
+// waiting for the other, which one changing from process to process (docs/ops.md, "Two threads
+// that pay").
+
+/// The share of part 0 in the two-part jobs this thread posts, or, on a worker, in the job it runs.
+inline thread_local float part_share = 0.5f;
+
+/// Nanoseconds from posting to the end of each part, summed over the two-part jobs this thread
+/// posted since it last reset them (jobs the caller ran whole are not counted).
+struct PartTimes {
+  std::int64_t caller_ns = 0, worker_ns = 0;
+};
+inline thread_local PartTimes part_times;
+
+/// The first item of part `part` of a split of [0, total) into `parts`: even parts, except that the
+/// second of two starts where this thread's part_share puts it (at total / 2 for 0.5), leaving each
+/// part one item at least. Parts are contiguous, in order, and cover [0, total):
+/// part_begin(total, 0, parts) is 0 and part_begin(total, parts, parts) is total.
+inline std::int64_t part_begin(std::int64_t total, std::int64_t part, std::int64_t parts) noexcept {
+  if (parts != 2 || part != 1 || total < 2) return total * part / parts;
+  const auto shift = static_cast<std::int64_t>(std::llround(static_cast<double>(total) * (part_share - 0.5)));
+  return std::clamp<std::int64_t>(total / 2 + shift, 1, total - 1);
+}
+
+/// Parts shorter than this are not timed for balancing: waking the worker and its first cache misses
+/// outweigh the split there.
+inline constexpr std::int64_t kBalanceMinNs = 20'000;
+/// The range a share stays in: a part never shrinks below 3/7 of the other.
+inline constexpr float kMinShare = 0.3f, kMaxShare = 0.7f;
+
+/// The share for the next run of a step whose parts at share `share` ended `caller_ns` and
+/// `worker_ns` after they were posted: a third of the way toward the share that would have had them
+/// end together if each part's time grows with its share, within [kMinShare, kMaxShare]; `share`
+/// unchanged when a part was too short to tell (kBalanceMinNs).
+inline float rebalanced_share(float share, std::int64_t caller_ns, std::int64_t worker_ns) noexcept {
+  if (caller_ns < kBalanceMinNs || worker_ns < kBalanceMinNs) return share;
+  const double caller_rate = share / static_cast<double>(caller_ns);
+  const double worker_rate = (1.0 - share) / static_cast<double>(worker_ns);
+  const double even = caller_rate / (caller_rate + worker_rate);
+  return std::clamp(static_cast<float>(share + (even - share) / 3.0), kMinShare, kMaxShare);
+}
+
+inline std::int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 /// The worker threads and their queue. Several callers may use it at once (concurrent runs, several
 /// executors): their jobs interleave in the queue. It grows and never shrinks.
@@ -94,6 +149,9 @@ class Workers {
     }
     const auto helpers = static_cast<std::size_t>(helpers64);
     Job job{task, n};
+    job.share = part_share;
+    const bool timed = n == 2;  // a two-part split: its parts' times steer the share
+    const std::int64_t posted = timed ? steady_ns() : 0;
     {
       std::lock_guard lock(mu_);
       for (std::size_t i = 0; i < helpers; ++i) queue_.push_back(&job);
@@ -108,8 +166,9 @@ class Workers {
     // when part 0 always runs on the calling thread. A worker that took index 0 first (it spins on
     // the queue and often wins the race) would read half of every tensor from the other core.
     job.task(0);
+    const std::int64_t caller_end = timed ? steady_ns() : 0;
     job.done.fetch_add(1, std::memory_order_acq_rel);
-    job.drain();
+    job.drain(false);
     {
       // Entries no worker picked up must not outlive `job`; after this no worker can take one.
       std::lock_guard lock(mu_);
@@ -120,6 +179,11 @@ class Workers {
     // Workers inside the job finish the indices they claimed; then none touches it again.
     while (job.active.load(std::memory_order_acquire) != 0) std::this_thread::yield();
     job.wait_done();
+    const std::int64_t worker_end = job.worker_end.load(std::memory_order_relaxed);
+    if (timed && worker_end != 0) {
+      part_times.caller_ns += caller_end - posted;
+      part_times.worker_ns += worker_end - posted;
+    }
   }
 
  private:
@@ -129,10 +193,14 @@ class Workers {
     std::atomic<std::int64_t> next{1};  // index 0 is the caller's
     std::atomic<std::int64_t> done{0};
     std::atomic<int> active{0};  // workers that took the job and have not left it
-    void drain() {
+    float share = 0.5f;          // the poster's part_share
+    std::atomic<std::int64_t> worker_end{0};  // when a worker last finished an index (steady_ns)
+    void drain(bool worker) {
       std::int64_t i;
       while ((i = next.fetch_add(1, std::memory_order_relaxed)) < n) {
+        if (worker) part_share = share;
         task(i);
+        if (worker) worker_end.store(steady_ns(), std::memory_order_relaxed);
         done.fetch_add(1, std::memory_order_acq_rel);
       }
     }
@@ -164,7 +232,7 @@ class Workers {
         pending_.fetch_sub(1, std::memory_order_relaxed);
         job->active.fetch_add(1, std::memory_order_relaxed);
       }
-      job->drain();
+      job->drain(true);
       job->active.fetch_sub(1, std::memory_order_release);  // the last touch of `job`
     }
   }
@@ -293,17 +361,25 @@ inline std::int64_t part_count(const ThreadPool* pool, std::int64_t total, std::
   return std::clamp<std::int64_t>(total / std::max<std::int64_t>(grain, 1), 1, threads);
 }
 
+/// Where parallel_ranges cuts: at part_begin, or into even parts for work whose rounding depends on
+/// where its ranges end (Eigen's GEMM blocks a product by the shape it is given).
+enum class Split { follow_share, even };
+
 /// Splits [0, total) into at most `parts` contiguous ranges of at least `grain` and calls
 /// `f(begin, end)` for each, in parallel when a pool is given.
 template <typename F>
-void parallel_ranges(const ThreadPool* pool, std::int64_t total, std::int64_t grain, const F& f) {
+void parallel_ranges(const ThreadPool* pool, std::int64_t total, std::int64_t grain, const F& f,
+                     Split split = Split::follow_share) {
   const std::int64_t parts = part_count(pool, total, grain);
   if (parts <= 1) {
     if (total > 0) f(std::int64_t{0}, total);
     return;
   }
+  const auto begin = [&](std::int64_t p) {
+    return split == Split::even ? total * p / parts : part_begin(total, p, parts);
+  };
   const auto body = [&](std::int64_t p) {
-    const std::int64_t b = total * p / parts, e = total * (p + 1) / parts;
+    const std::int64_t b = begin(p), e = begin(p + 1);
     if (b < e) f(b, e);
   };
   pool->parallel_for(parts, body);

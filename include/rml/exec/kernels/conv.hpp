@@ -1085,11 +1085,12 @@ inline void pooled_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
   const auto end_read = [&](std::int64_t b1) { return std::min(p.oh, (b1 - 1) * 2 - pp.pad_top + pp.kh); };
   for (std::int64_t n = 0; n < p.n; ++n) {
     const float* xn = x + n * p.c * plane_in;
-    run_parts(pool, pw.parts,
-              [&](std::int64_t q) { pad_input(p, pw, xn, padded, pw.hp * q / pw.parts, pw.hp * (q + 1) / pw.parts); });
+    run_parts(pool, pw.parts, [&](std::int64_t q) {
+      pad_input(p, pw, xn, padded, part_begin(pw.hp, q, pw.parts), part_begin(pw.hp, q + 1, pw.parts));
+    });
     run_parts(pool, pw.parts, [&](std::int64_t q) {
       float* tile = own.floats(q);
-      const std::int64_t py0 = pp.oh * q / pw.parts, py1 = pp.oh * (q + 1) / pw.parts;
+      const std::int64_t py0 = part_begin(pp.oh, q, pw.parts), py1 = part_begin(pp.oh, q + 1, pw.parts);
       std::int64_t row0 = 0, held_end = 0;  // the tile holds conv rows [row0, held_end)
       for (std::int64_t b0 = py0; b0 < py1; b0 += pw.pool_band) {
         const std::int64_t b1 = std::min(py1, b0 + pw.pool_band);
@@ -1148,7 +1149,7 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
         // tiles); after a kernel that splits channels, half of every band comes from the other core.
         run_parts(pool, pw.parts, [&](std::int64_t q) {
           const auto first_row = [&](std::int64_t part) {
-            return part == pw.parts ? pw.hp : tiles * part / pw.parts * pw.cols / pw.wp;
+            return part == pw.parts ? pw.hp : part_begin(tiles, part, pw.parts) * pw.cols / pw.wp;
           };
           pad_input(p, pw, xg, padded, first_row(q), first_row(q + 1));
         });
@@ -1179,12 +1180,14 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
         const auto run_part = [&](std::int64_t part) {
           const float* base = xg;
           std::int64_t jp0 = 0, jp1 = panels, x0 = 0, x1 = row_len, oy0 = 0, oy1 = rows;
-          if (pw.by_positions)
-            x0 = all_tiles * part / pw.parts * mr, x1 = std::min(row_len, all_tiles * (part + 1) / pw.parts * mr);
-          else if (pw.by_rows)
-            oy0 = rows * part / pw.parts, oy1 = rows * (part + 1) / pw.parts;
-          else
-            jp0 = panels * part / pw.parts, jp1 = panels * (part + 1) / pw.parts;
+          if (pw.by_positions) {
+            x0 = part_begin(all_tiles, part, pw.parts) * mr;
+            x1 = std::min(row_len, part_begin(all_tiles, part + 1, pw.parts) * mr);
+          } else if (pw.by_rows) {
+            oy0 = part_begin(rows, part, pw.parts), oy1 = part_begin(rows, part + 1, pw.parts);
+          } else {
+            jp0 = part_begin(panels, part, pw.parts), jp1 = part_begin(panels, part + 1, pw.parts);
+          }
           if (jp0 >= jp1 || x0 >= x1 || oy0 >= oy1) return;
           if (!pointwise) {
             // Each part pads a copy of its own: of the rows its band reads, or of all of the
@@ -1233,8 +1236,8 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
         // Y^T[plane, og] = X^T W_g^T with X^T packed; each part a range of channel panels, which it
         // then transposes into the output and finishes with the epilogue.
         const auto run_part = [&](std::int64_t part, const float* xt) {
-          const std::int64_t j0 = panels * part / pw.parts * sgemm::kNr;
-          const std::int64_t j1 = std::min(p.og, panels * (part + 1) / pw.parts * sgemm::kNr);
+          const std::int64_t j0 = part_begin(panels, part, pw.parts) * sgemm::kNr;
+          const std::int64_t j1 = std::min(p.og, part_begin(panels, part + 1, pw.parts) * sgemm::kNr);
           if (j0 >= j1) return;
           sgemm::multiply(xt, pw.kdim, sgemm::PanelRows{wg + j0 * pw.kdim, pw.kdim}, j1 - j0, yt + j0, p.og, 0, plane,
                           false, nullptr, true);
@@ -1285,8 +1288,8 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
               [&](std::int64_t k0, std::int64_t k1) { im2col(p, xg, shared + k0 * plane, k0, k1, 0, plane); });
         const std::int64_t blocks = (p.og + mr - 1) / mr;
         const auto run_part = [&](std::int64_t part) {
-          const std::int64_t r0 = blocks * part / pw.parts * mr;
-          const std::int64_t r1 = std::min(p.og, blocks * (part + 1) / pw.parts * mr);
+          const std::int64_t r0 = part_begin(blocks, part, pw.parts) * mr;
+          const std::int64_t r1 = std::min(p.og, part_begin(blocks, part + 1, pw.parts) * mr);
           if (r0 >= r1) return;
           const float* xs = pointwise ? xg : shared;
           sgemm::multiply(wg, pw.kdim, sgemm::StridedRows{xs, plane}, plane, yg, plane, r0, r1, false, own.floats(part),
@@ -1299,7 +1302,7 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
       const auto run_part = [&](std::int64_t part) {
         float* tile = own.floats(part);
         float* panel = tile + pw.tile_floats();
-        for (std::int64_t t = tiles * part / pw.parts; t < tiles * (part + 1) / pw.parts; ++t) {
+        for (std::int64_t t = part_begin(tiles, part, pw.parts); t < part_begin(tiles, part + 1, pw.parts); ++t) {
           const std::int64_t i0 = t * pw.cols, cols = std::min(pw.cols, pw.positions - i0);
           if (!pointwise && !pw.implicit) im2col(p, xg, tile, 0, pw.kdim, i0, i0 + cols, pw.cols);
           packed_conv_block(p, pw, wg, xg, padded, yg, i0, cols, 0, p.og, tile, panel, eg);
@@ -1388,7 +1391,7 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
     };
     // Whole planes split over the threads (the split rule above run_parts).
     run_parts(args.pool, parts, [&](std::int64_t part) {
-      const std::int64_t b = total * part / parts, e = total * (part + 1) / parts;
+      const std::int64_t b = part_begin(total, part, parts), e = part_begin(total, part + 1, parts);
       // The fused activations run over a few planes at a time (small planes are a few floats).
       std::int64_t pending = b;
       float* padded = rows ? padded_of(part) : nullptr;
@@ -1429,7 +1432,7 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       const std::int64_t parts = std::min(tiles, threads);
       const auto run_part = [&](std::int64_t part) {
         float* col = reinterpret_cast<float*>(args.scratch) + part * kdim * tile;
-        for (std::int64_t t = tiles * part / parts; t < tiles * (part + 1) / parts; ++t) {
+        for (std::int64_t t = part_begin(tiles, part, parts); t < part_begin(tiles, part + 1, parts); ++t) {
           const std::int64_t p0 = t * tile, p1 = std::min(plane_out, p0 + tile);
           im2col(p, xg, col, 0, kdim, p0, p1);
           gemm(wg, col, yg + p0, p.og, kdim, p1 - p0, plane_out, by_tiles ? nullptr : args.pool, &eg, BiasAlong::rows);

@@ -345,7 +345,7 @@ void run(const Product<T>& p, const Panels& panels, bool panels_per_run, std::by
     float row[16 * kLanes], res[16 * kLanes];
     std::int64_t have = -1;  // the column block in panelbuf
     const std::uint16_t* block = nullptr;
-    for (std::int64_t t = tasks * id / n_parts; t < tasks * (id + 1) / n_parts; ++t) {
+    for (std::int64_t t = part_begin(tasks, id, n_parts); t < part_begin(tasks, id + 1, n_parts); ++t) {
       const std::int64_t jb = t / row_blocks, ib = t % row_blocks;
       const std::int64_t j0 = jb * nb, jn = std::min(nb, npanels - j0);
       if (jb != have) block = panels(j0, jn, panelbuf), have = jb;

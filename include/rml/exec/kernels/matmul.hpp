@@ -95,13 +95,17 @@ inline void gemm(const float* a, const float* b, float* c, std::int64_t m, std::
   const std::int64_t flops = m * n * std::max<std::int64_t>(k, 1);
   const std::int64_t threads = pool ? pool->threads() : 1;
   if (threads <= 1 || flops < 2 * kGemmPartFlops) return block(0, m, 0, n);
+  // Even parts: Eigen rounds a block's last rows and columns differently from its others, so a
+  // split that moved with the threads' share would move bits (Split).
   if (m >= n || m >= 16 * threads) {
-    parallel_ranges(pool, m, 4, [&](std::int64_t r0, std::int64_t r1) { block(r0, r1, 0, n); });
+    parallel_ranges(
+        pool, m, 4, [&](std::int64_t r0, std::int64_t r1) { block(r0, r1, 0, n); }, Split::even);
   } else {
     // Column blocks stay multiples of 16 so each part keeps whole SIMD panels.
     const std::int64_t panels = (n + 15) / 16;
-    parallel_ranges(pool, panels, 1,
-                    [&](std::int64_t p0, std::int64_t p1) { block(0, m, p0 * 16, std::min(n, p1 * 16)); });
+    parallel_ranges(
+        pool, panels, 1, [&](std::int64_t p0, std::int64_t p1) { block(0, m, p0 * 16, std::min(n, p1 * 16)); },
+        Split::even);
   }
 }
 
@@ -162,8 +166,8 @@ inline void packed_gemm(const PackedWeights& w, const float* a, float* c, float*
   const std::optional<sgemm::Finish> finish = has_epilogue ? finish_of(*epi, BiasAlong::columns) : std::nullopt;
   const std::int64_t panels = (n + sgemm::kNr - 1) / sgemm::kNr;
   const auto run_part = [&](std::int64_t part) {
-    const std::int64_t end = std::min(n, panels * (part + 1) / w.parts * sgemm::kNr);
-    for (std::int64_t c0 = panels * part / w.parts * sgemm::kNr; c0 < end; c0 += kPackedBlockColumns) {
+    const std::int64_t end = std::min(n, part_begin(panels, part + 1, w.parts) * sgemm::kNr);
+    for (std::int64_t c0 = part_begin(panels, part, w.parts) * sgemm::kNr; c0 < end; c0 += kPackedBlockColumns) {
       const std::int64_t c1 = std::min(end, c0 + kPackedBlockColumns);
       const std::optional<sgemm::Finish> at = finish ? std::optional(finish->at(0, c0, n)) : std::nullopt;
       sgemm::multiply(packed, k, sgemm::PanelRows{w.panels.data() + c0 * k, k}, c1 - c0, c + c0, n, 0, m, false,

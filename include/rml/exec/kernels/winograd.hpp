@@ -481,13 +481,13 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const T* 
   const std::int64_t threads = pool ? std::min<std::int64_t>(pool->threads(), ww.threads) : 1;
   if (ww.parts > 1 && threads >= ww.parts) {
     pool->parallel_for(ww.parts, [&](std::int64_t part) {
-      run_range(part, ww.total * part / ww.parts, ww.total * (part + 1) / ww.parts);
+      run_range(part, part_begin(ww.total, part, ww.parts), part_begin(ww.total, part + 1, ww.parts));
     });
     return;
   }
   if (threads <= 1) {  // the ranges in turn, in the first part's scratch
     for (std::int64_t part = 0; part < ww.parts; ++part)
-      run_range(0, ww.total * part / ww.parts, ww.total * (part + 1) / ww.parts);
+      run_range(0, part_begin(ww.total, part, ww.parts), part_begin(ww.total, part + 1, ww.parts));
     return;
   }
   // Too few tiles for a range per thread (small planes): each thread transforms all of a chunk's
@@ -503,8 +503,8 @@ void winograd_conv2d_m(const Conv2dPlan& p, const WinogradWeights& ww, const T* 
   pool->parallel_for(out_parts, [&](std::int64_t q) {
     float* v = parts.floats(q);
     float* m = v + ww.v_floats();
-    const std::int64_t o0 = blocks * q / out_parts * ww.o_unit();
-    const std::int64_t o1 = std::min(ww.o, blocks * (q + 1) / out_parts * ww.o_unit());
+    const std::int64_t o0 = part_begin(blocks, q, out_parts) * ww.o_unit();
+    const std::int64_t o1 = std::min(ww.o, part_begin(blocks, q + 1, out_parts) * ww.o_unit());
     for (std::int64_t c0 = 0; c0 < ww.total; c0 += ww.chunk) {
       const std::int64_t nt = std::min(ww.chunk, ww.total - c0);
       winograd_input<M>(p, ww, x, c0, nt, 0, ww.c, v);
