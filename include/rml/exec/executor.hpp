@@ -69,8 +69,9 @@ inline Result<std::shared_ptr<const ThreadPool>> executor_pool(const GraphDef& g
   return ThreadPool::shared(threads, device);
 }
 
-/// Tests set this in (0, 1) to make every step of every executor split two-part jobs at that share,
-/// and learn none; 0 leaves the steps their own.
+/// Tests set this in (0, 1) to make every step of every executor that balances its threads
+/// (ExecutorOptions::balance_threads) split two-part jobs at that share, and learn none; 0 leaves
+/// the steps their own.
 inline std::atomic<float> part_share_for_testing{0.0f};
 
 /// Restores this thread's even split when a run ends, however it ends.

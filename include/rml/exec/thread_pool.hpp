@@ -52,7 +52,8 @@ inline std::atomic<bool> fail_next_thread_start_for_testing{false};
 // share of its own and moves it after every run toward the one that would have had both parts end
 // together (rebalanced_share), from the times parallel_for adds to `part_times`. A split moves by
 // whole items (tiles, planes, channel panels) and every item is computed the same wherever it runs,
-// so outputs do not depend on the share (tests/exec/test_executor.cpp checks it bit for bit).
+// so outputs do not depend on the share (tests/exec/test_ops.cpp checks it bit for bit on every
+// NumPy case); work whose rounding depends on where its ranges end splits evenly (Split::even).
 // With even halves, one thread of the 2-vCPU VM measured sat idle for 9-16 % of a ResNet-50 run
 // waiting for the other, which one changing from process to process (docs/ops.md, "Two threads
 // that pay").
