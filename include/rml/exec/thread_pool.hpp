@@ -151,8 +151,8 @@ class Workers {
     const auto helpers = static_cast<std::size_t>(helpers64);
     Job job{task, n};
     job.share = part_share;
-    const bool timed = n == 2;  // a two-part split: its parts' times steer the share
-    const std::int64_t posted = timed ? steady_ns() : 0;
+    job.timed = n == 2;  // a two-part split: its parts' times steer the share
+    const std::int64_t posted = job.timed ? steady_ns() : 0;
     {
       std::lock_guard lock(mu_);
       for (std::size_t i = 0; i < helpers; ++i) queue_.push_back(&job);
@@ -167,7 +167,7 @@ class Workers {
     // when part 0 always runs on the calling thread. A worker that took index 0 first (it spins on
     // the queue and often wins the race) would read half of every tensor from the other core.
     job.task(0);
-    const std::int64_t caller_end = timed ? steady_ns() : 0;
+    const std::int64_t caller_end = job.timed ? steady_ns() : 0;
     job.done.fetch_add(1, std::memory_order_acq_rel);
     job.drain(false);
     {
@@ -181,7 +181,7 @@ class Workers {
     while (job.active.load(std::memory_order_acquire) != 0) std::this_thread::yield();
     job.wait_done();
     const std::int64_t worker_end = job.worker_end.load(std::memory_order_relaxed);
-    if (timed && worker_end != 0) {
+    if (job.timed && worker_end != 0) {
       part_times.caller_ns += caller_end - posted;
       part_times.worker_ns += worker_end - posted;
     }
@@ -195,13 +195,14 @@ class Workers {
     std::atomic<std::int64_t> done{0};
     std::atomic<int> active{0};  // workers that took the job and have not left it
     float share = 0.5f;          // the poster's part_share
-    std::atomic<std::int64_t> worker_end{0};  // when a worker last finished an index (steady_ns)
+    bool timed = false;          // a two-part job, whose parts' end times are taken
+    std::atomic<std::int64_t> worker_end{0};  // when a worker last finished an index (steady_ns), if timed
     void drain(bool worker) {
       std::int64_t i;
       while ((i = next.fetch_add(1, std::memory_order_relaxed)) < n) {
         if (worker) part_share = share;
         task(i);
-        if (worker) worker_end.store(steady_ns(), std::memory_order_relaxed);
+        if (worker && timed) worker_end.store(steady_ns(), std::memory_order_relaxed);
         done.fetch_add(1, std::memory_order_acq_rel);
       }
     }
