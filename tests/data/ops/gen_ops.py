@@ -416,6 +416,19 @@ def depthwise_row_cases():
         "rows_3x3_s2_even_pad": dict(x=(2, 2, 35, 66), k=(3, 3),
                                      attrs={"groups": 2, "strides": [2, 2], "pads": [0, 0, 1, 1]}),
         "rows_3x3_s2_few": dict(x=(1, 2, 9, 70), k=(3, 3), attrs={"groups": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        # Stride 1 read in place (AVX-512 builds; planes too large for the interleaved path): a row
+        # of one run, masked at both ends (90 rows: a padded plane past DepthwiseLanes); pads wider
+        # than the kernel reaches, so that whole rows and a run's first lanes read zeros; no padding
+        # (no masked run); pads that differ per side.
+        "in_place_one_run": dict(x=(1, 2, 90, 16), k=(3, 3), attrs={"groups": 2, "pads": [1, 1, 1, 1]}),
+        "in_place_wide_pads": dict(x=(1, 2, 12, 33), k=(3, 3), attrs={"groups": 2, "pads": [3, 3, 2, 4]}),
+        "in_place_5x5_unpadded": dict(x=(1, 2, 20, 50), k=(5, 5), attrs={"groups": 2, "pads": [0, 0, 0, 0]}),
+        "in_place_5x5_uneven": dict(x=(2, 3, 9, 41), k=(5, 5), attrs={"groups": 3, "pads": [2, 1, 3, 4]}),
+        # ... and at stride 2, where each pair of loads serves two taps: wide pads, an odd width.
+        "in_place_s2_wide_pads": dict(x=(1, 2, 21, 75), k=(3, 3),
+                                      attrs={"groups": 2, "strides": [2, 2], "pads": [3, 3, 2, 4]}),
+        "in_place_5x5_s2_odd": dict(x=(1, 3, 37, 67), k=(5, 5),
+                                    attrs={"groups": 3, "strides": [2, 2], "pads": [2, 1, 2, 2]}),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]

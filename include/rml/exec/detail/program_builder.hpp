@@ -676,11 +676,11 @@ class ProgramBuilder {
     s.packed = std::move(packed);
   }
 
-  /// An f32 depthwise convolution by rows pads each part's planes in that part's region.
+  /// An f32 depthwise convolution by rows through a padded copy pads each part's planes in that part's region.
   void plan_depthwise_parts(Step& s) const {
     if (s.kernel.dtype != DType::f32 || s.packed) return;
     const auto& cp = s.kernel.as<Conv2dPlan>();
-    if (!conv_is_depthwise(cp) || !depthwise_by_rows(cp)) return;
+    if (!conv_is_depthwise(cp) || !depthwise_padded(cp)) return;
     s.scratch_bytes = 0;
     s.part_bytes = static_cast<std::size_t>(depthwise_rows_floats(cp)) * sizeof(float);
     s.part_count = threads_;
