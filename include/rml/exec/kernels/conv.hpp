@@ -447,8 +447,9 @@ void depthwise_in_place_block(const Conv2dPlan& p, const float* x, const float* 
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   // The lanes l of a packet from column `first` with 0 <= first + l < w.
   const auto lanes_inside = [&](std::int64_t first) {
-    const std::int64_t a = std::clamp<std::int64_t>(-first, 0, C), b = std::clamp<std::int64_t>(w_in - first, a, C);
-    return static_cast<__mmask16>(((std::uint32_t{1} << b) - 1) & ~((std::uint32_t{1} << a) - 1));
+    const ValidRange v = valid_outputs(C, 1, first, w_in);
+    const std::int64_t a = std::min(v.begin, C);  // past C only when no lane is inside
+    return static_cast<__mmask16>(((std::uint32_t{1} << v.end) - 1) & ~((std::uint32_t{1} << a) - 1));
   };
   const auto run = [&]<bool Masked>(std::int64_t ox) RML_INLINE_LAMBDA {
     const std::int64_t c0 = ox * S - pad_left;
@@ -517,12 +518,8 @@ void depthwise_in_place(const Conv2dPlan& p, const float* x, const float* w, flo
     else
       depthwise_in_place_block<K, S, R, false>(p, x, w, bias, clamp, y, oy);
   };
-  constexpr int R = 8;
-  if (p.oh < R) {
-    for (std::int64_t oy = 0; oy < p.oh; ++oy) block.template operator()<1>(oy);
-    return;
-  }
-  for (std::int64_t oy = 0; oy < p.oh; oy += R) block.template operator()<R>(std::min(oy, p.oh - R));
+  if (overlapping_blocks<8>(p.oh, [&](std::int64_t oy) { block.template operator()<8>(oy); })) return;
+  for (std::int64_t oy = 0; oy < p.oh; ++oy) block.template operator()<1>(oy);
 }
 #endif
 
