@@ -33,12 +33,15 @@
 #define RML_UNROLL
 #endif
 // Asks for the cache line at an address into L2, to be read soon (prefetcht1 on x86; the other
-// hints measured the same on ResNet-50's weights); a lambda's body inlined where it is called.
+// hints measured the same on ResNet-50's weights), or into L1 (prefetcht0: lines asked for a short
+// way ahead, kStreamAhead); a lambda's body inlined where it is called.
 #if defined(__GNUC__)
 #define RML_PREFETCH(p) __builtin_prefetch((p), 0, 2)
+#define RML_PREFETCH_L1(p) __builtin_prefetch((p), 0, 3)
 #define RML_INLINE_LAMBDA __attribute__((always_inline))
 #else
 #define RML_PREFETCH(p) ((void)(p))
+#define RML_PREFETCH_L1(p) ((void)(p))
 #define RML_INLINE_LAMBDA
 #endif
 
@@ -78,6 +81,9 @@ struct OffsetRows {
 struct PanelRows {
   const float* base;
   std::int64_t depth;
+  /// Where the panels read one after another from `base` end, when they stream from memory (one
+  /// or two row blocks of A): `multiply` then asks for B's lines kStreamAhead bytes ahead of its reads.
+  const float* stream_end = nullptr;
   [[nodiscard]] const float* at(std::int64_t k, std::int64_t j) const noexcept { return base + j * depth + k * kNr; }
 };
 
@@ -240,6 +246,8 @@ EIGEN_DONT_INLINE inline void silu_rows(float* c, std::int64_t ldc, std::int64_t
 struct Prefetch {
   const char* lines = nullptr;
   std::int64_t count = 0;
+  /// Into L1 (prefetcht0) rather than L2: lines asked for a short distance ahead of their reads.
+  bool near = false;
   /// Lines [first, first + count) of the `bytes` from `data`, clipped to them.
   [[nodiscard]] static Prefetch part(const void* data, std::int64_t bytes, std::int64_t first,
                                      std::int64_t count) noexcept {
@@ -287,20 +295,26 @@ inline void micro_tile(const Block& a, const Rows& b, std::int64_t col, std::int
   // reads two lines a step, and at one line a step it had asked for only the first half of the next
   // block (a 4 x 4608 by 4608 x 512 product, B cold: 5-10 % faster asking for all of it).
   std::int64_t k = k0;
+  const auto ask = [&](const char* line) RML_INLINE_LAMBDA {
+    if (pf.near)
+      RML_PREFETCH_L1(line);
+    else
+      RML_PREFETCH(line);
+  };
   if (pf.count > kc) {
     const std::int64_t pairs = std::min(kc, pf.count / 2);
     for (; k < k0 + pairs; ++k) {
-      RML_PREFETCH(pf.lines + (k - k0) * 128);
-      RML_PREFETCH(pf.lines + (k - k0) * 128 + 64);
+      ask(pf.lines + (k - k0) * 128);
+      ask(pf.lines + (k - k0) * 128 + 64);
       step(k);
     }
     if (pf.count % 2 != 0 && k < k0 + kc) {
-      RML_PREFETCH(pf.lines + pairs * 128);
+      ask(pf.lines + pairs * 128);
       step(k++);
     }
   } else {
     for (const std::int64_t asking = k0 + std::min(kc, pf.count); k < asking; ++k) {
-      RML_PREFETCH(pf.lines + (k - k0) * 64);
+      ask(pf.lines + (k - k0) * 64);
       step(k);
     }
   }
@@ -390,6 +404,19 @@ inline void exact_rows(const Block& a, const Rows& b, std::int64_t col, std::int
   }
 }
 
+/// How far ahead of its reads a product streaming packed panels of B from memory (one row block of A:
+/// a convolution turned around on a plane of a few positions, a matmul of a few rows) asks for
+/// them, into L1. ResNet-18's 512-channel 3 x 3 convolutions on 2 x 2 planes, whose 9.4 MB of
+/// weights each are read once a run from memory, took 370 us at 1 thread asking for the next
+/// depth block (32 KB ahead) into L2, and 305-315 asking for 8-16 KB ahead into L1 (24 and 32 KB:
+/// 325-335); the same 4.8 MB read by a plain loop after 16 MB of other writes went from 35 to
+/// 50 GB/s asking 8-16 KB ahead.
+inline constexpr std::int64_t kStreamAhead = 16 * 1024;
+/// Row blocks of A up to which `multiply` streams packed panels of B one after another. Streaming
+/// over two took ResNet-18's 256-channel 3 x 3 convolutions on 4 x 4 planes (16 positions) from
+/// 165 to 145 us at 1 thread; over six (8 x 8 planes) changed nothing.
+inline constexpr std::int64_t kStreamRowBlocks = 2;
+
 /// Floats of scratch `multiply` needs for a partial last panel of B.
 inline constexpr std::int64_t kPanelFloats = kDepth * kNr;
 
@@ -415,16 +442,18 @@ void multiply(const float* a, std::int64_t depth, const Rows& b, std::int64_t co
     return;
   }
   if constexpr (std::is_same_v<Rows, PanelRows>) {
-    // One row block (a turned-around product over a few positions, B the weights): each panel runs
-    // through its whole depth before the next, so B streams from memory in one contiguous run per
-    // panel rather than a depth block of every panel in turn (each block a new stream for the
-    // hardware prefetcher, 590 KB past the last one in a 4608-deep panel). Each output still sums
-    // its depth blocks in order: the same bits.
-    if (r1 - r0 <= kMr && cols > kNr) {
+    // One or two row blocks (a turned-around product over a few positions, B the weights; A's
+    // blocks and a panel's depth block then share L1): each panel runs through its whole depth
+    // before the next, so B streams from memory in one contiguous run per panel rather than a depth
+    // block of every panel in turn (each block a new stream for the hardware prefetcher, 590 KB
+    // past the last one in a 4608-deep panel), asked for kStreamAhead bytes ahead. Each output
+    // still sums its depth blocks in order: the same bits.
+    if (r1 - r0 <= kStreamRowBlocks * kMr && cols > kNr) {
+      const float* end = b.at(0, (cols + kNr - 1) / kNr * kNr);
       for (std::int64_t j = 0; j < cols; j += kNr) {
         const Finish at = finish ? finish->at(0, j, ldc) : Finish{};
-        multiply(a, depth, PanelRows{b.at(0, j), depth}, std::min(kNr, cols - j), c + j, ldc, r0, r1, b_padded, panel,
-                 b_whole, finish ? &at : nullptr);
+        multiply(a, depth, PanelRows{b.at(0, j), depth, end}, std::min(kNr, cols - j), c + j, ldc, r0, r1, b_padded,
+                 panel, b_whole, finish ? &at : nullptr);
       }
       return;
     }
@@ -453,6 +482,13 @@ void multiply(const float* a, std::int64_t depth, const Rows& b, std::int64_t co
     const std::int64_t b_share = (next_kc * kNr * 4 / 64 + row_blocks - 1) / row_blocks;
     const auto prefetch = [&](std::int64_t rb, std::int64_t j) {
       if constexpr (std::is_same_v<Rows, PanelRows>) {
+        if (b.stream_end != nullptr) {
+          // The lines kStreamAhead bytes past each step's, into L1, on to the last panel's end.
+          const float* now = b.at(k0, j);
+          const std::int64_t ahead = kStreamAhead / 4, left = b.stream_end - now - ahead;
+          if (left <= 0 || rb != r0) return Prefetch{};  // the first row block asks for them all
+          return Prefetch{reinterpret_cast<const char*>(now + ahead), (std::min(kc * kNr, left) * 4 + 63) / 64, true};
+        }
         return Prefetch::part(b.at(k0 + kc, j), next_kc * kNr * 4, (rb - r0) / kMr * b_share, b_share);
       } else {
         const std::int64_t bytes = rb + kMr < r1 ? kc * kMr * 4 : 0;
