@@ -429,6 +429,11 @@ def depthwise_row_cases():
                                       attrs={"groups": 2, "strides": [2, 2], "pads": [3, 3, 2, 4]}),
         "in_place_5x5_s2_odd": dict(x=(1, 3, 37, 67), k=(5, 5),
                                     attrs={"groups": 3, "strides": [2, 2], "pads": [2, 1, 2, 2]}),
+        # 3 x 3 rows of 16 to 31 outputs at stride 1, which read in place rather than interleaved: two
+        # runs, the second overlapping the first (MobileNetV2's 28 x 28 planes), and 19 outputs a row
+        # with pads that differ per side.
+        "in_place_28": dict(x=(1, 3, 28, 28), k=(3, 3), attrs={"groups": 3, "pads": [1, 1, 1, 1]}),
+        "in_place_19_uneven": dict(x=(2, 2, 11, 19), k=(3, 3), attrs={"groups": 2, "pads": [0, 2, 1, 0]}),
     }
     for name, spec in cases.items():
         attrs = spec["attrs"]
