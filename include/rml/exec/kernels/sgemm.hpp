@@ -404,13 +404,13 @@ inline void exact_rows(const Block& a, const Rows& b, std::int64_t col, std::int
   }
 }
 
-/// How far ahead of its reads a product streaming packed panels of B from memory (one row block of A:
-/// a convolution turned around on a plane of a few positions, a matmul of a few rows) asks for
-/// them, into L1. ResNet-18's 512-channel 3 x 3 convolutions on 2 x 2 planes, whose 9.4 MB of
-/// weights each are read once a run from memory, took 370 us at 1 thread asking for the next
-/// depth block (32 KB ahead) into L2, and 305-315 asking for 8-16 KB ahead into L1 (24 and 32 KB:
-/// 325-335); the same 4.8 MB read by a plain loop after 16 MB of other writes went from 35 to
-/// 50 GB/s asking 8-16 KB ahead.
+/// How far ahead of its reads a product streaming packed panels of B from memory (one or two row
+/// blocks of A: a convolution turned around on a plane of a few positions, a matmul of a few rows)
+/// asks for them, into L1. ResNet-18's 512-channel 3 x 3 convolutions on 2 x 2 planes, whose 9.4 MB
+/// of weights each are read once a run from memory, took 365-370 us at 1 thread asking for the
+/// next depth block (32 KB ahead) into L2, and 304-322 asking for 8-16 KB ahead into L1; the whole
+/// model (the zoo's, at 64 x 64) 0.89-0.92 of its time at 8-16 KB, 0.94-0.95 at 24-32 KB. A plain
+/// loop reading 4.8 MB after 16 MB of other writes went from 35 to 50 GB/s asking 8-16 KB ahead.
 inline constexpr std::int64_t kStreamAhead = 16 * 1024;
 /// Row blocks of A up to which `multiply` streams packed panels of B one after another. Streaming
 /// over two took ResNet-18's 256-channel 3 x 3 convolutions on 4 x 4 planes (16 positions) from
