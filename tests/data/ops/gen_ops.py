@@ -670,6 +670,17 @@ def threaded_cases():
     c.output(c.node("relu", [out], f32(np.maximum(y, 0))))
     c.write()
 
+    # A 1x1 convolution that widens the channels into an output smaller than L2, on a plane too
+    # large to run turned around: at 2 threads each thread takes a range of output channels over
+    # the whole input, 72 channels (not a whole number of row blocks at any SIMD width).
+    x, w, bias = rand(1, 24, 20, 20), rand(72, 24, 1, 1), rand(72)
+    y = conv_ref(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1)
+    c = Case("threads_pointwise_widening_channels", tol_k(24))
+    out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y))
+    relu = c.node("relu", [out], f32(np.maximum(y, 0)))
+    c.output(c.node("minimum", [relu, c.const(f32(6.0))], f32(np.minimum(np.maximum(y, 0), 6))))
+    c.write()
+
 
 # ---- data movement, gather, cast ----
 def movement_cases():
