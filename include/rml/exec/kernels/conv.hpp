@@ -1019,7 +1019,6 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // would have every thread read the whole im2col matrix, nine times the input for a 3x3 kernel,
   // and half of it from the other core (a 32->64-channel 3x3 convolution onto 16x16 took 82-110 us
   // at 2 threads that way, 58 us by tiles).
-  pw->split_rows = !pw->transposed && split && (plane + nr - 1) / nr < 2 * threads && p.og >= 2 * sgemm::kMr;
   // So do 1x1 convolutions that widen the channels into an output that fits in L2 (the parts share
   // the narrow input): each thread then writes a contiguous range of channels, the planes the
   // depthwise step after it reads on the same core, where a split of the positions had each thread
@@ -1030,9 +1029,9 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // outputs keep the positions split: the 16 -> 96 step onto 112 x 112 (4.8 MB) took 362 -> 481 us
   // by channels, each thread reading all of its 0.8 MB input.
   const auto l2 = static_cast<std::int64_t>(Eigen::l2CacheSize());
-  if (!pw->transposed && split && pointwise && p.og > kdim && p.og >= 2 * sgemm::kMr &&
-      p.og * plane * std::int64_t{sizeof(float)} <= l2)
-    pw->split_rows = true;
+  const bool widens_into_l2 = pointwise && p.og > kdim && p.og * plane * std::int64_t{sizeof(float)} <= l2;
+  pw->split_rows =
+      !pw->transposed && split && p.og >= 2 * sgemm::kMr && ((plane + nr - 1) / nr < 2 * threads || widens_into_l2);
   pw->positions = plane;
   // Transposed runs read in place whenever the padded input serves (a tile is part of one output
   // row, so the padded width wastes nothing) and a row holds half a tile's rows at least: a tile of
