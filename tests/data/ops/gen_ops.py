@@ -660,27 +660,32 @@ def threaded_cases():
                {"kernel": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": False},
                meta=tol_k(9))
 
+    def pointwise_case(name, x, w, bias, relu6=False):
+        """A 1x1 convolution with bias, then ReLU (ReLU6 as relu and minimum when `relu6`)."""
+        y = conv_ref(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1)
+        c = Case(name, tol_k(x.shape[1]))
+        out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y))
+        out = c.node("relu", [out], f32(np.maximum(y, 0)))
+        if relu6:
+            out = c.node("minimum", [out, c.const(f32(6.0))], f32(np.minimum(np.maximum(y, 0), 6)))
+        c.output(out)
+        c.write()
+
     # A 1x1 convolution that narrows the channels on a 14 x 14 plane runs turned around; its 72
     # channels are an odd number of panels at every SIMD width, so at 2 threads each thread takes a
     # range of positions over every panel.
-    x, w, bias = rand(1, 144, 14, 14), rand(72, 144, 1, 1), rand(72)
-    y = conv_ref(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1)
-    c = Case("threads_pointwise_positions", tol_k(144))
-    out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y))
-    c.output(c.node("relu", [out], f32(np.maximum(y, 0))))
-    c.write()
-
+    pointwise_case("threads_pointwise_positions", rand(1, 144, 14, 14), rand(72, 144, 1, 1), rand(72))
     # A 1x1 convolution that widens the channels into an output smaller than L2, on a plane too
     # large to run turned around: at 2 threads each thread takes a range of output channels over
     # the whole input: 72 channels, six row blocks of 12 on AVX-512 (twelve of 6 elsewhere), so the
     # forced shares of the split test move where the parts meet.
-    x, w, bias = rand(1, 24, 20, 20), rand(72, 24, 1, 1), rand(72)
-    y = conv_ref(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1)
-    c = Case("threads_pointwise_widening_channels", tol_k(24))
-    out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y))
-    relu = c.node("relu", [out], f32(np.maximum(y, 0)))
-    c.output(c.node("minimum", [relu, c.const(f32(6.0))], f32(np.minimum(np.maximum(y, 0), 6))))
-    c.write()
+    pointwise_case("threads_pointwise_widening_channels", rand(1, 24, 20, 20), rand(72, 24, 1, 1), rand(72),
+                   relu6=True)
+    # A 1x1 convolution on a plane too large for either split above takes tiles of positions: at 2
+    # threads each thread a range of the GEMM panels, cut into two tiles wherever L2 is 1 MB (2500
+    # positions: 79 panels of 32 on AVX-512, 157 of 16 on AVX2, 313 of 8 elsewhere, so the ranges
+    # differ by one panel, and the last holds a partial one).
+    pointwise_case("threads_pointwise_tile_ranges", rand(1, 64, 50, 50), rand(48, 64, 1, 1), rand(48))
 
 
 # ---- data movement, gather, cast ----

@@ -1059,11 +1059,14 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   } else if (pw->split_rows) {
     pw->parts = std::min<std::int64_t>(threads, (p.og + sgemm::kMr - 1) / sgemm::kMr);
   } else if (split) {
-    // The same number of tiles for every thread, each at most tile_panels wide.
+    // Each thread a range of the panels (part_begin), cut into tiles of at most tile_panels, as
+    // many for every thread. Tiles of one width over all of the positions, dealt out whole, had
+    // left the parts uneven: ResNet-50's 128 -> 512-channel 1x1 convolutions onto 28 x 28 (25
+    // panels) ran 3 tiles of 5 panels on one thread and 2 on the other.
     const std::int64_t per_thread = (panels + threads - 1) / threads;
-    const std::int64_t tiles = threads * ((per_thread + tile_panels - 1) / tile_panels);
-    tile_panels = std::max<std::int64_t>(1, (panels + tiles - 1) / tiles);
-    pw->parts = std::min<std::int64_t>(threads, (panels + tile_panels - 1) / tile_panels);
+    const std::int64_t tiles = (per_thread + tile_panels - 1) / tile_panels;
+    tile_panels = (per_thread + tiles - 1) / tiles;
+    pw->parts = std::min<std::int64_t>(threads, panels);
   }
   pw->cols = tile_panels * nr;
   // A direct run splits output rows when its padded input outweighs a quarter of its weights and
@@ -1301,7 +1304,12 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
   if (pw.pool_band) return pooled_conv2d(p, pw, x, y, scratch, own, pool, epi);
   const bool pointwise = pw.pointwise;
   const std::int64_t plane_in = p.h * p.w, plane = p.oh * p.ow;
-  const std::int64_t tiles = (pw.positions + pw.cols - 1) / pw.cols, mr = sgemm::kMr;
+  const std::int64_t mr = sgemm::kMr;
+  // Runs over tiles of positions: part q takes panels [part_begin(panels, q), ...) of them.
+  const std::int64_t position_panels = (pw.positions + sgemm::kNr - 1) / sgemm::kNr;
+  const auto first_position = [&](std::int64_t part) {
+    return std::min(pw.positions, part_begin(position_panels, part, pw.parts) * sgemm::kNr);
+  };
   float* padded = scratch;
   float* shared = padded + pw.padded_floats();
   float* packed_x = shared + pw.shared_floats();
@@ -1317,7 +1325,7 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
         // tiles); after a kernel that splits channels, half of every band comes from the other core.
         run_parts(pool, pw.parts, [&](std::int64_t q) {
           const auto first_row = [&](std::int64_t part) {
-            return part == pw.parts ? pw.hp : part_begin(tiles, part, pw.parts) * pw.cols / pw.wp;
+            return part == pw.parts ? pw.hp : first_position(part) / pw.wp;
           };
           pad_input(p, pw, xg, padded, first_row(q), first_row(q + 1));
         });
@@ -1470,8 +1478,9 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
       const auto run_part = [&](std::int64_t part) {
         float* tile = own.floats(part);
         float* panel = tile + pw.tile_floats();
-        for (std::int64_t t = part_begin(tiles, part, pw.parts); t < part_begin(tiles, part + 1, pw.parts); ++t) {
-          const std::int64_t i0 = t * pw.cols, cols = std::min(pw.cols, pw.positions - i0);
+        const std::int64_t end = first_position(part + 1);
+        for (std::int64_t i0 = first_position(part); i0 < end; i0 += pw.cols) {
+          const std::int64_t cols = std::min(pw.cols, end - i0);
           if (!pointwise && !pw.implicit) im2col(p, xg, tile, 0, pw.kdim, i0, i0 + cols, pw.cols);
           packed_conv_block(p, pw, wg, xg, padded, yg, i0, cols, 0, p.og, tile, panel, eg);
         }
