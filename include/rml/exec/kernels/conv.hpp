@@ -1060,9 +1060,10 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
     pw->parts = std::min<std::int64_t>(threads, (p.og + sgemm::kMr - 1) / sgemm::kMr);
   } else if (split) {
     // Each thread a range of the panels (part_begin), cut into tiles of at most tile_panels, as
-    // many for every thread. Tiles of one width over all of the positions, dealt out whole, had
-    // left the parts uneven: ResNet-50's 128 -> 512-channel 1x1 convolutions onto 28 x 28 (25
-    // panels) ran 3 tiles of 5 panels on one thread and 2 on the other.
+    // many for every thread at an even share (a moved share moves whole panels). Tiles of one
+    // width over all of the positions, dealt out whole, had left the parts uneven: ResNet-50's
+    // 128 -> 512-channel 1x1 convolutions onto 28 x 28 (25 panels) ran 3 tiles of 5 panels on one
+    // thread and 2 on the other.
     const std::int64_t per_thread = (panels + threads - 1) / threads;
     const std::int64_t tiles = (per_thread + tile_panels - 1) / tile_panels;
     tile_panels = (per_thread + tiles - 1) / tiles;
