@@ -1065,8 +1065,8 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
     // 128 -> 512-channel 1x1 convolutions onto 28 x 28 (25 panels) ran 3 tiles of 5 panels on one
     // thread and 2 on the other.
     const std::int64_t per_thread = (panels + threads - 1) / threads;
-    const std::int64_t tiles = (per_thread + tile_panels - 1) / tile_panels;
-    tile_panels = (per_thread + tiles - 1) / tiles;
+    const std::int64_t tiles_per_part = (per_thread + tile_panels - 1) / tile_panels;
+    tile_panels = (per_thread + tiles_per_part - 1) / tiles_per_part;
     pw->parts = std::min<std::int64_t>(threads, panels);
   }
   pw->cols = tile_panels * nr;
@@ -1306,7 +1306,8 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
   const bool pointwise = pw.pointwise;
   const std::int64_t plane_in = p.h * p.w, plane = p.oh * p.ow;
   const std::int64_t mr = sgemm::kMr;
-  // Runs over tiles of positions: part q takes panels [part_begin(panels, q), ...) of them.
+  // Runs over tiles of positions: part q takes the GEMM panels of positions from
+  // part_begin(position_panels, q) to the next part's first, in tiles of at most pw.cols.
   const std::int64_t position_panels = (pw.positions + sgemm::kNr - 1) / sgemm::kNr;
   const auto first_position = [&](std::int64_t part) {
     return std::min(pw.positions, part_begin(position_panels, part, pw.parts) * sgemm::kNr);
