@@ -912,14 +912,17 @@ struct PackedConvWeights {
   }
   [[nodiscard]] const float* group(std::int64_t g) const noexcept { return a.data() + g * group_floats(); }
   /// Transposed runs: floats of X^T packed once for the parts (gathered runs pack a copy each, in
-  /// their own scratch) and of Y^T [positions, og].
+  /// their own scratch) and of Y^T [positions, og] (direct runs hold one panel's in each part's own).
   [[nodiscard]] std::int64_t packed_x_floats() const noexcept {
     return transposed && !direct && !gathered ? packed_x_copy_floats() : 0;
   }
   [[nodiscard]] std::int64_t packed_x_copy_floats() const noexcept {
     return round16(sgemm::packed_floats(positions, kdim));
   }
-  [[nodiscard]] std::int64_t yt_floats() const noexcept { return transposed ? round16(positions * og) : 0; }
+  [[nodiscard]] std::int64_t yt_floats() const noexcept { return transposed && !direct ? round16(positions * og) : 0; }
+  /// Direct runs: one part's sums of one panel of output channels over its positions, [positions,
+  /// kNr], transposed into the output once the panel's last depth block is done.
+  [[nodiscard]] std::int64_t panel_sums_floats() const noexcept { return direct ? round16(positions * sgemm::kNr) : 0; }
   /// Floats of the X tile a part fills: im2col [kdim, cols]; the result tile [og, cols] when
   /// implicit; nothing for 1x1 convolutions, which read the input.
   [[nodiscard]] std::int64_t tile_floats() const noexcept {
@@ -951,12 +954,13 @@ struct PackedConvWeights {
     return static_cast<std::size_t>(floats) * sizeof(float);
   }
   /// Floats of one part's own scratch (PartScratch): with a pool fused, the tile of its band's rows;
-  /// else a padded copy of the input (direct and gathered runs not 1x1) and X^T (gathered), or its
-  /// tile and sgemm's panel for a partial last panel (transposed runs read B in whole panels, and
-  /// need none).
+  /// else a padded copy of the input (direct and gathered runs not 1x1), the panel sums (direct)
+  /// and X^T (gathered), or its tile and sgemm's panel for a partial last panel (transposed runs
+  /// read B in whole panels, and need none).
   [[nodiscard]] std::int64_t own_floats() const noexcept {
     if (pool_band) return round16(og * pool_ldc);
     std::int64_t floats = (direct || gathered) && !pointwise ? padded_copy_floats() : 0;
+    floats += panel_sums_floats();
     if (gathered) floats += packed_x_copy_floats();
     if (!transposed) floats += split_rows ? sgemm::kPanelFloats : part_floats();
     return floats;
@@ -1346,14 +1350,13 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
       if (pw.direct) {
         // Y^T[plane, og] = X^T W_g^T with X^T read in place: the rows of a tile are the positions
         // [ox, ox + kMr) of one output row, at depth step k the padded input (or the input) at
-        // k_offset[k] + oy * wp + ox. No packing; each part a range of channel panels, each panel
-        // streamed once from the packed weights, depth block by depth block, over every row.
+        // k_offset[k] + oy * wp + ox. No packing; each panel of weights streamed once from the
+        // packed weights, depth block by depth block, over every row of the part.
         // A 1x1 convolution reads its plane as one row (the input is contiguous); others row by row.
         const std::int64_t rows = pointwise ? 1 : p.oh, row_len = pointwise ? plane : p.ow;
         // The parts take channel panels, or a range of positions each over every panel: a 1x1
         // convolution's range of its one row when pw.by_positions, other convolutions' bands of
         // rows when pw.by_rows.
-        const bool split_positions = pw.by_positions || pw.by_rows;
         const std::int64_t all_tiles = (row_len + mr - 1) / mr;
         const auto run_part = [&](std::int64_t part) {
           const float* base = xg;
@@ -1380,6 +1383,14 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
           // sums in flight for the FMA units (49 = 4 x 12 + 1 took 52 tile rows' time, 5 x ~10 takes 49).
           const std::int64_t row_tiles = (x1 - x0 + mr - 1) / mr;
           const sgemm::PanelRows wt{wg, pw.kdim};
+          // Each panel's sums over the part's positions [q0, q1) go to a block of the part's own,
+          // [positions, kNr], then into the output through the epilogue once its last depth block
+          // is done. One Y^T [positions, og] for every panel had put each tile row on a page of its
+          // own for 1024 channels (a row stride of 4 KB), and the part writing the second half of
+          // ResNet-50's 256 -> 1024-channel 1x1 convolution on 14 x 14 had taken 1.3x the first's
+          // time for the same work (by positions, in turn on one core).
+          const std::int64_t q0 = oy0 * row_len + x0, q1 = (oy1 - 1) * row_len + x1;
+          float* sums = own.floats(part) + (pointwise ? 0 : pw.padded_copy_floats());
           for (std::int64_t jp = jp0; jp < jp1; ++jp) {
             const std::int64_t j = jp * sgemm::kNr, cols = std::min(sgemm::kNr, p.og - j);
             for (std::int64_t k0 = 0; k0 < pw.kdim; k0 += sgemm::kDepth) {
@@ -1396,16 +1407,14 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
                 for (std::int64_t i = 0; i < row_tiles; ++i, ++t) {
                   const std::int64_t a0 = x0 + (x1 - x0) * i / row_tiles, a1 = x0 + (x1 - x0) * (i + 1) / row_tiles;
                   sgemm::exact_rows(sgemm::OffsetBlock{base + oy * pw.wp + a0, pw.k_offset.data()}, wt, j, k0, kc,
-                                    yt + (oy * row_len + a0) * p.og + j, p.og, k0 > 0, a1 - a0, cols,
+                                    sums + (oy * row_len + a0 - q0) * sgemm::kNr, sgemm::kNr, k0 > 0, a1 - a0, cols,
                                     sgemm::Prefetch::part(next, next_bytes, t * share, share));
                 }
             }
+            const std::optional<sgemm::Finish> at = finish ? std::optional(finish->at(j, q0, plane)) : std::nullopt;
+            transpose_matrix(sums, sgemm::kNr, q1 - q0, cols, yg + j * plane + q0, plane, at ? &*at : nullptr);
+            if (!eg.empty() && !finish) apply_epilogue(eg, BiasAlong::rows, yg, plane, j, j + cols, q0, q1);
           }
-          if (!split_positions) return finish_columns(jp0 * sgemm::kNr, std::min(p.og, jp1 * sgemm::kNr));
-          const std::int64_t q0 = oy0 * row_len + x0, q1 = (oy1 - 1) * row_len + x1;  // the part's positions
-          const std::optional<sgemm::Finish> at = finish ? std::optional(finish->at(0, q0, plane)) : std::nullopt;
-          transpose_matrix(yt + q0 * p.og, p.og, q1 - q0, p.og, yg + q0, plane, at ? &*at : nullptr);
-          if (!eg.empty() && !finish) apply_epilogue(eg, BiasAlong::rows, yg, plane, 0, p.og, q0, q1);
         };
         run_parts(pool, pw.parts, run_part);
         continue;
