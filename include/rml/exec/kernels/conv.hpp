@@ -1339,13 +1339,15 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
       const Epilogue eg{epi.bias ? epi.bias + g * p.og : nullptr, epi.chain,
                         epi.residual ? epi.residual + (n * p.o + g * p.og) * plane : nullptr};
       const std::int64_t panels = (p.og + sgemm::kNr - 1) / sgemm::kNr;
-      // Output channels [j0, j1) of a transposed run: Y^T's columns out of yt into the output, and
-      // the epilogue, in the transpose when it can (sgemm::Finish), else in a pass after it.
+      // Output channels [j0, j1) at positions [q0, q1) of a transposed run: the block of Y^T at
+      // `src` (row stride ld; its rows positions from q0, its columns channels from j0) into the
+      // output, and the epilogue, in the transpose when it can (sgemm::Finish), else in a pass after.
       const std::optional<sgemm::Finish> finish = eg.empty() ? std::nullopt : finish_of(eg, BiasAlong::rows);
-      const auto finish_columns = [&](std::int64_t j0, std::int64_t j1) {
-        const std::optional<sgemm::Finish> at = finish ? std::optional(finish->at(j0, 0, plane)) : std::nullopt;
-        transpose_matrix(yt + j0, p.og, plane, j1 - j0, yg + j0 * plane, plane, at ? &*at : nullptr);
-        if (!eg.empty() && !finish) apply_epilogue(eg, BiasAlong::rows, yg, plane, j0, j1, 0, plane);
+      const auto store_block = [&](const float* src, std::int64_t ld, std::int64_t j0, std::int64_t j1, std::int64_t q0,
+                                   std::int64_t q1) {
+        const std::optional<sgemm::Finish> at = finish ? std::optional(finish->at(j0, q0, plane)) : std::nullopt;
+        transpose_matrix(src, ld, q1 - q0, j1 - j0, yg + j0 * plane + q0, plane, at ? &*at : nullptr);
+        if (!eg.empty() && !finish) apply_epilogue(eg, BiasAlong::rows, yg, plane, j0, j1, q0, q1);
       };
       if (pw.direct) {
         // Y^T[plane, og] = X^T W_g^T with X^T read in place: the rows of a tile are the positions
@@ -1411,9 +1413,7 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
                                     sgemm::Prefetch::part(next, next_bytes, t * share, share));
                 }
             }
-            const std::optional<sgemm::Finish> at = finish ? std::optional(finish->at(j, q0, plane)) : std::nullopt;
-            transpose_matrix(sums, sgemm::kNr, q1 - q0, cols, yg + j * plane + q0, plane, at ? &*at : nullptr);
-            if (!eg.empty() && !finish) apply_epilogue(eg, BiasAlong::rows, yg, plane, j, j + cols, q0, q1);
+            store_block(sums, sgemm::kNr, j, j + cols, q0, q1);
           }
         };
         run_parts(pool, pw.parts, run_part);
@@ -1428,7 +1428,7 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
           if (j0 >= j1) return;
           sgemm::multiply(xt, pw.kdim, sgemm::PanelRows{wg + j0 * pw.kdim, pw.kdim}, j1 - j0, yt + j0, p.og, 0, plane,
                           false, nullptr, true);
-          finish_columns(j0, j1);
+          store_block(yt + j0, p.og, j0, j1, 0, plane);
         };
         if (pw.gathered) {
           // Every part pads the input and gathers all of X^T into copies of its own, then runs: a
