@@ -1627,8 +1627,9 @@ def split_positions_cases():
     channels: a 1x1 convolution run turned around whose channel panels divide evenly over the
     threads (256 -> 64, two panels with AVX-512, four with AVX2), with a residual add and ReLU
     stored in its transpose (PackedConvWeights::by_positions), in f32 and f16; the same on 7 x 7, too
-    few positions per thread, which keeps the channel split; and a Winograd convolution whose 49
-    tiles run in ranges of 24 and 25. Their own generator."""
+    few positions per thread, which keeps the channel split; a Winograd convolution whose 49
+    tiles run in ranges of 24 and 25; and a 1x1 convolution on 14 x 14 that widens the channels,
+    which keeps the channel split too. Their own generator."""
     r = np.random.default_rng(20261209)
     for name, (xs, o, k, residual) in {
             "threads_pointwise_positions_residual_relu": ((1, 256, 14, 14), 64, 1, True),
@@ -1648,6 +1649,17 @@ def split_positions_cases():
                                    dict(x=(1, 256, 14, 14), w=(64, 256, 1, 1), attrs={}))
     c.output(c.node("relu", [out], half[0](np.maximum(half[1](v), f32(0)))))
     c.write()
+    # A turned-around 1x1 convolution on 14 x 14 that widens the channels (96 -> 192: six panels with
+    # AVX-512, twelve with AVX2) keeps the channel split however many positions each thread would
+    # get: each part reads the input whole and half of the weights. Its own random stream, so the
+    # cases above keep theirs.
+    r = np.random.default_rng(20261207)
+    x = f32(r.uniform(-1, 1, (1, 96, 14, 14)))
+    w, bias = f32(r.uniform(-1, 1, (192, 96, 1, 1))), f32(r.uniform(-1, 1, 192))
+    y = conv_ref(x, w, bias, [1, 1], [0] * 4, [1, 1], 1)
+    c = Case("threads_pointwise_widening_channels_residual_relu", tol_k(96))
+    out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y), {"pads": [0] * 4})
+    close_conv_case(c, r, out, y, True)
 
 
 def conv_max_pool_cases():

@@ -1089,9 +1089,17 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // 328-378 over positions, the 3x3 convolution after it 625-739 -> 546-607 us (with Winograd's
   // tile ranges there), 256 -> 1024 with its residual within the noise (417-472 -> 438-476 us);
   // 7 x 7 planes keep the channel split, each part then streaming half of their 1-4 MB of weights.
+  // So do 1x1 runs that widen the channels: each part then reads the narrow input whole and streams
+  // half of the weights, where a range of positions has it stream all of them and write every
+  // panel. ResNet-50 at 2 threads, in-model profiles of two builds alternated (medians of six
+  // rounds, twice): its 256 -> 1024 steps onto 14 x 14 with their residual took 0.91-0.95 of
+  // their time (414 -> 379-392 us), the 512 -> 1024 projection 0.94, the 1024 -> 256 ones after
+  // them, whose input the other core now wrote half of, 0.94-1.05; the model 0.98-1.00 of its
+  // time, MobileNetV2 0.975 and EfficientNet-B0 0.974 (their 96 -> 576 and 112 -> 672 steps
+  // onto 14 x 14), ResNet-18 level (1.01, within the noise).
   const std::int64_t og_panels = (p.og + nr - 1) / nr;
   pw->by_positions = pw->direct && pw->pointwise && pw->parts > 1 &&
-                     (og_panels % pw->parts != 0 || plane >= 48 * pw->parts);
+                     (og_panels % pw->parts != 0 || (plane >= 48 * pw->parts && p.og <= kdim));
   const std::int64_t per_group = pw->group_floats();
   pw->a.resize(static_cast<std::size_t>(p.groups * per_group));
   for (std::int64_t g = 0; g < p.groups; ++g) {
