@@ -1093,7 +1093,7 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // half of the weights, where a range of positions has it stream all of them and write every
   // panel. ResNet-50 at 2 threads, in-model profiles of two builds alternated (medians of six
   // rounds, twice): its 256 -> 1024 steps onto 14 x 14 with their residual took 0.91-0.95 of
-  // their time (414 -> 379-392 us), the 512 -> 1024 projection 0.94, the 1024 -> 256 ones after
+  // their time (407-429 -> 379-392 us), the 512 -> 1024 projection 0.94, the 1024 -> 256 ones after
   // them, whose input the other core now wrote half of, 0.94-1.05; the model 0.98-1.00 of its
   // time, MobileNetV2 0.975 and EfficientNet-B0 0.974 (their 96 -> 576 and 112 -> 672 steps
   // onto 14 x 14), ResNet-18 level (1.01, within the noise).
