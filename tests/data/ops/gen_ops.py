@@ -1630,11 +1630,7 @@ def split_positions_cases():
     few positions per thread, which keeps the channel split; a Winograd convolution whose 49
     tiles run in ranges of 24 and 25; and a 1x1 convolution on 14 x 14 that widens the channels,
     which keeps the channel split too. Their own generator."""
-    r = np.random.default_rng(20261209)
-    for name, (xs, o, k, residual) in {
-            "threads_pointwise_positions_residual_relu": ((1, 256, 14, 14), 64, 1, True),
-            "threads_pointwise_channels_residual_relu": ((1, 256, 7, 7), 64, 1, True),
-            "threads_conv2d_winograd_ranges_14": ((1, 48, 14, 14), 48, 3, False)}.items():
+    def conv_case(r, name, xs, o, k, residual):
         x = f32(r.uniform(-1, 1, xs))
         w, bias = f32(r.uniform(-1, 1, (o, xs[1], k, k))), f32(r.uniform(-1, 1, o))
         pads = [k // 2] * 4
@@ -1642,6 +1638,13 @@ def split_positions_cases():
         c = Case(name, tol_k(xs[1] * k * k))
         out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y), {"pads": pads})
         close_conv_case(c, r, out, y, residual)
+
+    r = np.random.default_rng(20261209)
+    for name, (xs, o, k, residual) in {
+            "threads_pointwise_positions_residual_relu": ((1, 256, 14, 14), 64, 1, True),
+            "threads_pointwise_channels_residual_relu": ((1, 256, 7, 7), 64, 1, True),
+            "threads_conv2d_winograd_ranges_14": ((1, 48, 14, 14), 48, 3, False)}.items():
+        conv_case(r, name, xs, o, k, residual)
     # The 1x1 one in f16, through the f32 kernels: its input widens and its output rounds in the
     # bands of rows its parts take (conv_position_parts). Tolerances: half_conv_residual.
     half = HALF["f16"]
@@ -1653,13 +1656,8 @@ def split_positions_cases():
     # AVX-512, twelve with AVX2) keeps the channel split however many positions each thread would
     # get: each part reads the input whole and half of the weights. Its own random stream, so the
     # cases above keep theirs.
-    r = np.random.default_rng(20261207)
-    x = f32(r.uniform(-1, 1, (1, 96, 14, 14)))
-    w, bias = f32(r.uniform(-1, 1, (192, 96, 1, 1))), f32(r.uniform(-1, 1, 192))
-    y = conv_ref(x, w, bias, [1, 1], [0] * 4, [1, 1], 1)
-    c = Case("threads_pointwise_widening_channels_residual_relu", tol_k(96))
-    out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y), {"pads": [0] * 4})
-    close_conv_case(c, r, out, y, True)
+    conv_case(np.random.default_rng(20261207), "threads_pointwise_widening_channels_residual_relu",
+              (1, 96, 14, 14), 192, 1, True)
 
 
 def conv_max_pool_cases():

@@ -1082,12 +1082,13 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   pw->by_rows = pw->direct && !pw->pointwise && pw->parts > 1 && p.oh >= 7 * pw->parts &&
                 p.og * kdim <= 4 * pw->planes * hp * wp;
   // A direct 1x1 run splits its positions when the channel panels do not divide evenly (3 panels
-  // on 2 threads had run 2:1), or when each part gets 48 positions or more: its parts
-  // then read and write the positions their own core did in the steps around it, which split
-  // positions too (Winograd's tile ranges, position tiles), and both stream all of the weights.
-  // ResNet-50's 14 x 14 blocks at 2 threads: 1024 -> 256 took 357-407 us over channel panels and
-  // 328-378 over positions, the 3x3 convolution after it 625-739 -> 546-607 us (with Winograd's
-  // tile ranges there), 256 -> 1024 with its residual within the noise (417-472 -> 438-476 us);
+  // on 2 threads had run 2:1), or when it does not widen the channels and each part gets 48
+  // positions or more: its parts then read and write the positions their own core did in the
+  // steps around it, which split positions too (Winograd's tile ranges, position tiles), and both
+  // stream all of the weights. ResNet-50's 14 x 14 blocks at 2 threads: 1024 -> 256 took 357-407
+  // us over channel panels and 328-378 over positions, the 3x3 convolution after it 625-739 ->
+  // 546-607 us (with Winograd's tile ranges there); 256 -> 1024 with its residual was within the
+  // noise then (417-472 -> 438-476 us, when every direct run still wrote one Y^T).
   // 7 x 7 planes keep the channel split, each part then streaming half of their 1-4 MB of weights.
   // So do 1x1 runs that widen the channels: each part then reads the narrow input whole and streams
   // half of the weights, where a range of positions has it stream all of them and write every
