@@ -1660,6 +1660,37 @@ def split_positions_cases():
               (1, 96, 14, 14), 192, 1, True)
 
 
+def paired_projection_cases():
+    """A 1x1 convolution whose output an add sums with a later 1x1 projection's, then relu (ResNet's
+    bottleneck exit), which the executor runs as one product over both inputs (conv_pair.hpp): on
+    a plane of tiles of positions, its projection strided; turned around and read in place on
+    14 x 14, the parts splitting positions (three channel panels with AVX-512) and channels (six);
+    a pair 320 deep onto 7 x 7, its inputs meeting inside the first depth block; few positions,
+    each part a range of output channels (with AVX-512); batch 2 on one thread, the projection's
+    stride (2, 3). The reference adds the two convolutions NumPy computed apart. Their own
+    generator."""
+    r = np.random.default_rng(20261210)
+    for name, (a_in, d_in, o, strides) in {
+            "threads_paired_projection_tiles": ((1, 24, 20, 20), (1, 16, 40, 40), 48, [2, 2]),
+            "threads_paired_projection_positions": ((1, 64, 14, 14), (1, 64, 14, 14), 96, [1, 1]),
+            "threads_paired_projection_channels": ((1, 64, 14, 14), (1, 64, 28, 28), 192, [2, 2]),
+            "threads_paired_projection_deep": ((1, 200, 7, 7), (1, 120, 14, 14), 64, [2, 2]),
+            "threads_paired_projection_rows": ((1, 16, 8, 8), (1, 24, 8, 8), 128, [1, 1]),
+            "paired_projection_batch2": ((2, 8, 6, 6), (2, 12, 11, 16), 16, [2, 3])}.items():
+        xa, xd = f32(r.uniform(-1, 1, a_in)), f32(r.uniform(-1, 1, d_in))
+        wa, ba = f32(r.uniform(-1, 1, (o, a_in[1], 1, 1))), f32(r.uniform(-1, 1, o))
+        wd, bd = f32(r.uniform(-1, 1, (o, d_in[1], 1, 1))), f32(r.uniform(-1, 1, o))
+        ya = conv_ref(xa, wa, ba, [1, 1], [0] * 4, [1, 1], 1)
+        yd = conv_ref(xd, wd, bd, strides, [0] * 4, [1, 1], 1)
+        assert ya.shape == yd.shape
+        c = Case(name, tol_k(a_in[1] + d_in[1]))
+        a = c.node("conv2d", [c.input(xa, "x_a"), c.const(wa), c.const(ba)], f32(ya))
+        d = c.node("conv2d", [c.input(xd, "x_d"), c.const(wd), c.const(bd)], f32(yd), {"strides": strides})
+        s = c.node("add", [a, d], f32(ya + yd))
+        c.output(c.node("relu", [s], f32(np.maximum(ya + yd, 0))))
+        c.write()
+
+
 def conv_max_pool_cases():
     """A convolution whose output only a stride-2 max pool reads, which the executor runs as one step
     (conv.hpp's pooled_conv2d): the convolution's rows computed a band at a time into a tile and
@@ -1776,6 +1807,7 @@ def main():
     winograd_turned_cases()
     half_subsampled_cases()
     split_positions_cases()
+    paired_projection_cases()
     conv_max_pool_cases()
     half_conv_max_pool_cases()
     half_strided_conv_cases()

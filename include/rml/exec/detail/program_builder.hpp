@@ -17,6 +17,7 @@
 #include "rml/exec/detail/program.hpp"
 #include "rml/exec/kernel_table.hpp"
 #include "rml/exec/kernels/attention.hpp"
+#include "rml/exec/kernels/conv_pair.hpp"
 #include "rml/exec/kernels/fused.hpp"
 #include "rml/exec/memory_plan.hpp"
 #include "rml/ir/graph.hpp"
@@ -192,6 +193,53 @@ class ProgramBuilder {
     ++s.node_count;
   }
 
+  /// A 1x1 f32 convolution whose output an add sums with the output of a later 1x1 projection (at
+  /// any stride) that alone feeds the add, its input defined before the convolution: ResNet's
+  /// bottleneck exit, conv3 + downsample. Both run as one product over both inputs
+  /// (paired_conv2d_kernel), so the sum is written once rather than written, read back as the
+  /// projection's residual and written again. The step takes the convolution's place, reading both
+  /// inputs; the projection and the add are absorbed (their outputs' only reader is the add, and
+  /// the add's output is defined nowhere else). Each output sums a's depth then d's in one chain,
+  /// and the biases summed: not the unpaired steps' bits, within the conformance tolerances.
+  bool fuse_projection(Step& s, std::size_t i) {
+    const NodeDef& node = g_.nodes[i];
+    if (s.kernel.dtype != DType::f32 || s.kernel.op != OpCode::Conv2d) return false;
+    const auto constant = [&](const NodeDef& n, std::size_t k) {
+      return k < n.inputs.size() && p_->home[n.inputs[k]] == ValueHome::constant;
+    };
+    const auto& a = s.kernel.as<Conv2dPlan>();
+    if (!constant(node, 1) || (a.has_bias && !constant(node, 2))) return false;
+    const auto j = sole_reader(s.output, i);
+    if (!j || compiled_[*j].op != OpCode::Add) return false;
+    const NodeDef& add = g_.nodes[*j];
+    if (add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) return false;
+    const ValueId other = add.inputs[0] == s.output ? add.inputs[1] : add.inputs[0];
+    const std::int64_t d = producer_[other];
+    if (d <= static_cast<std::int64_t>(i) || absorbed_[static_cast<std::size_t>(d)]) return false;
+    const auto dn = static_cast<std::size_t>(d);
+    const NodeDef& proj = g_.nodes[dn];
+    if (compiled_[dn].op != OpCode::Conv2d || compiled_[dn].dtype != DType::f32 || sole_reader(other, dn) != j)
+      return false;
+    const auto& dp = compiled_[dn].as<Conv2dPlan>();
+    if (!conv_pair_fits(a, dp) || !constant(proj, 1) || (dp.has_bias && !constant(proj, 2)) ||
+        !available_at(proj.inputs[0], i) || p_->types[other] != p_->types[s.output] ||
+        p_->types[add.outputs[0]] != p_->types[s.output])
+      return false;
+    const auto data = [&](const NodeDef& n, std::size_t k) { return p_->constants[n.inputs[k]].data<float>(); };
+    auto pair = pair_conv_weights(a, data(node, 1), a.has_bias ? data(node, 2) : nullptr, dp, data(proj, 1),
+                                  dp.has_bias ? data(proj, 2) : nullptr, threads_);
+    s.fn = &paired_conv2d_kernel;
+    s.inputs = {node.inputs[0], proj.inputs[0]};
+    s.scratch_bytes = pair->scratch_bytes();
+    s.part_bytes = pair->packed->part_bytes();
+    s.part_count = pair->packed->part_count();
+    s.packed = std::move(pair);
+    s.output = add.outputs[0];
+    absorbed_[dn] = absorbed_[*j] = 1;
+    s.node_count += 2;
+    return true;
+  }
+
   /// A conv2d over packed f32 weights, with no residual and an epilogue its GEMM applies as it
   /// stores, followed by a max pool that alone reads its output, runs the pool inside
   /// (pooled_conv2d) when with_max_pool takes the pair: the convolution's output is then never
@@ -203,7 +251,7 @@ class ProgramBuilder {
   /// the rounding as well: the values of the unfused steps, which round each op's result.
   void fuse_max_pool(Step& s, std::size_t i) {
     const bool widened = s.fn == &widened_packed_conv2d<f16>;
-    if (!widened && s.kernel.dtype != DType::f32) return;
+    if ((!widened && s.kernel.dtype != DType::f32) || s.fn == &paired_conv2d_kernel) return;
     if (!s.packed || s.residual >= 0 || !finish_of(Epilogue{nullptr, s.chain, nullptr}, BiasAlong::rows)) return;
     if (widened && !(s.chain.empty() || (s.chain.size() == 1 && s.chain[0].op == OpCode::Relu))) return;
     auto j = sole_reader(s.output, i);
@@ -733,10 +781,12 @@ class ProgramBuilder {
         fuse_unary_chain(s, i);
       } else if (op == OpCode::Conv2d) {
         widen_weights_of(s, node);
-        pack_conv_weights_of(s, node);
-        plan_depthwise_parts(s);
-        plan_half_conv_of(s, node);
-        fuse_residual(s, i);
+        if (!fuse_projection(s, i)) {
+          pack_conv_weights_of(s, node);
+          plan_depthwise_parts(s);
+          plan_half_conv_of(s, node);
+          fuse_residual(s, i);
+        }
         fuse_unary_chain(s, i);
         fuse_max_pool(s, i);
       } else if (is_binary(op)) {

@@ -890,6 +890,9 @@ struct PackedConvWeights {
   /// Transposed runs whose output rows are too short to read in place: Xᵀ packed from the padded
   /// input (gather_transposed_x) rather than through im2col.
   bool gathered = false;
+  /// A 1x1 convolution paired with the projection added to it (conv_pair.hpp): its depth rows
+  /// [0, stacked) read the first input, the rest the second; 0 for every other run.
+  std::int64_t stacked = 0;
   std::int64_t hp = 0, wp = 0, sh = 1, sw = 1;
   std::int64_t planes = 0;  ///< cg * sh * sw
   std::vector<std::int64_t> k_offset;
@@ -979,9 +982,11 @@ struct PackedConvWeights {
 };
 
 /// Packs conv2d weights `w` ([o, cg, kh, kw]) for runs of plan `p` on `threads` threads; as
-/// Winograd weights when `winograd` allows it and it pays (winograd_weights_for).
+/// Winograd weights when `winograd` allows it and it pays (winograd_weights_for). `paired`: a 1x1
+/// convolution and its projection stacked (conv_pair.hpp).
 inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPlan& plan, const float* w, int threads,
-                                                                  Winograd winograd = Winograd::f2) {
+                                                                  Winograd winograd = Winograd::f2,
+                                                                  bool paired = false) {
   auto pw = std::make_shared<PackedConvWeights>();
   // A strided 1x1 convolution runs as a 1x1 one over its input subsampled first (a copy of the
   // positions it reads), not through im2col: ResNet-50's 1024 -> 2048 projection onto 7 x 7 took
@@ -1055,7 +1060,12 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // keeps its output block there too, so the epilogue's pass after the GEMM reads it from L2: a
   // 16 -> 96-channel 1x1 convolution on 112 x 112 had written 3 MB blocks, and re-read them.
   const std::int64_t panels = (pw->positions + nr - 1) / nr;
-  const std::int64_t block_rows = kdim < sgemm::kDepth ? kdim + p.og : sgemm::kDepth;
+  // A paired run deeper than one block keeps its output block there as well, for the depth blocks
+  // after the first to add to: ResNet-50's 384-deep pair onto 28 x 28 (its second stage's exit)
+  // took 1185-1221 us at 2 threads in tiles of 13 panels (an 850 KB output block), 1029 in tiles
+  // of 5 (in-model profiles, two runs against one; 1-thread runs level).
+  const bool keeps_output = kdim < sgemm::kDepth || paired;
+  const std::int64_t block_rows = std::min(kdim, sgemm::kDepth) + (keeps_output ? p.og : 0);
   std::int64_t tile_panels = std::max<std::int64_t>(1, l2 / 2 / (block_rows * nr * 4));
   tile_panels = std::min(tile_panels, panels);
   if (pw->transposed) {
@@ -1188,10 +1198,12 @@ inline void gather_transposed_x(const Conv2dPlan& p, const PackedConvWeights& pw
 
 /// GEMM columns [i0, i0 + n) (output positions, over the padded width when implicit) and output
 /// channels [r0, r1) of one group of one image: yg = epilogue(W_g xg) over that block. `tile` holds
-/// pw.tile_floats() and `panel` sgemm::kPanelFloats.
+/// pw.tile_floats() and `panel` sgemm::kPanelFloats. A paired run's X is xg's rows stacked on
+/// `second`'s (pw.stacked).
 inline void packed_conv_block(const Conv2dPlan& p, const PackedConvWeights& pw, const float* wg, const float* xg,
                               const float* padded, float* yg, std::int64_t i0, std::int64_t n, std::int64_t r0,
-                              std::int64_t r1, float* tile, float* panel, const Epilogue& epi) {
+                              std::int64_t r1, float* tile, float* panel, const Epilogue& epi,
+                              const float* second = nullptr) {
   const std::int64_t plane = p.oh * p.ow, kdim = pw.kdim;
   std::int64_t first = i0, last = i0 + n;  // the output positions the block holds
   // The epilogue runs as the GEMM stores its tiles when it can (sgemm::Finish), else in a pass after.
@@ -1213,10 +1225,16 @@ inline void packed_conv_block(const Conv2dPlan& p, const PackedConvWeights& pw, 
     }
   } else {
     // X is the input itself ([cg, plane]) for a 1x1 convolution, else the im2col tile.
-    const sgemm::StridedRows x =
-        conv_is_pointwise(p) ? sgemm::StridedRows{xg + i0, plane} : sgemm::StridedRows{tile, pw.cols};
     if (finish) *finish = finish->at(0, i0, plane);
-    sgemm::multiply(wg, kdim, x, n, yg + i0, plane, r0, r1, false, panel, false, finish ? &*finish : nullptr);
+    const sgemm::Finish* fin = finish ? &*finish : nullptr;
+    if (second) {
+      const sgemm::StackedRows x{xg + i0, second + i0, pw.stacked, plane};
+      sgemm::multiply(wg, kdim, x, n, yg + i0, plane, r0, r1, false, panel, false, fin);
+    } else {
+      const sgemm::StridedRows x =
+          conv_is_pointwise(p) ? sgemm::StridedRows{xg + i0, plane} : sgemm::StridedRows{tile, pw.cols};
+      sgemm::multiply(wg, kdim, x, n, yg + i0, plane, r0, r1, false, panel, false, fin);
+    }
   }
   if (!epi.empty() && !finish) apply_epilogue(epi, BiasAlong::rows, yg, plane, r0, r1, first, last);
 }
@@ -1311,9 +1329,11 @@ inline void pooled_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
 
 /// conv2d over weights packed at create, `x` already subsampled when pw.subsampled is set (as the
 /// plan `p` then says). `scratch` holds pw.scratch_bytes() less the subsampled input, `own`
-/// pw.part_count() regions of pw.part_bytes().
+/// pw.part_count() regions of pw.part_bytes(). A paired run (pw.stacked, one group) reads its input
+/// channels from `x` ([n, stacked, plane]) and `second` ([n, cg - stacked, plane]).
 inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y,
-                               float* scratch, const PartScratch& own, const ThreadPool* pool, const Epilogue& epi) {
+                               float* scratch, const PartScratch& own, const ThreadPool* pool, const Epilogue& epi,
+                               const float* second = nullptr) {
   if (pw.winograd) return winograd_conv2d(p, *pw.winograd, x, y, own, pool, epi);
   if (pw.pool_band) return pooled_conv2d(p, pw, x, y, scratch, own, pool, epi);
   const bool pointwise = pw.pointwise;
@@ -1331,7 +1351,8 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
   float* yt = packed_x + pw.packed_x_floats();
   for (std::int64_t n = 0; n < p.n; ++n) {
     for (std::int64_t g = 0; g < p.groups; ++g) {
-      const float* xg = x + (n * p.c + g * p.cg) * plane_in;
+      const float* xg = second ? x + n * pw.stacked * plane_in : x + (n * p.c + g * p.cg) * plane_in;
+      const float* xs2 = second ? second + n * (p.c - pw.stacked) * plane_in : nullptr;
       const float* wg = pw.group(g);
       float* yg = y + (n * p.o + g * p.og) * plane;
       if (pw.implicit) {
@@ -1417,9 +1438,14 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
               for (std::int64_t oy = oy0; oy < oy1; ++oy)
                 for (std::int64_t i = 0; i < row_tiles; ++i, ++t) {
                   const std::int64_t a0 = x0 + (x1 - x0) * i / row_tiles, a1 = x0 + (x1 - x0) * (i + 1) / row_tiles;
-                  sgemm::exact_rows(sgemm::OffsetBlock{base + oy * pw.wp + a0, pw.k_offset.data()}, wt, j, k0, kc,
-                                    sums + (oy * row_len + a0 - q0) * sgemm::kNr, sgemm::kNr, k0 > 0, a1 - a0, cols,
-                                    sgemm::Prefetch::part(next, next_bytes, t * share, share));
+                  float* c = sums + (oy * row_len + a0 - q0) * sgemm::kNr;
+                  const sgemm::Prefetch pf = sgemm::Prefetch::part(next, next_bytes, t * share, share);
+                  if (xs2)
+                    sgemm::exact_rows(sgemm::StackedBlock{xg + a0, xs2 + a0, pw.stacked, plane}, wt, j, k0, kc, c,
+                                      sgemm::kNr, k0 > 0, a1 - a0, cols, pf);
+                  else
+                    sgemm::exact_rows(sgemm::OffsetBlock{base + oy * pw.wp + a0, pw.k_offset.data()}, wt, j, k0, kc, c,
+                                      sgemm::kNr, k0 > 0, a1 - a0, cols, pf);
                 }
             }
             store_block(sums, sgemm::kNr, j, j + cols, q0, q1);
@@ -1488,8 +1514,13 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
           const std::int64_t r1 = std::min(p.og, part_begin(blocks, part + 1, pw.parts) * mr);
           if (r0 >= r1) return;
           const float* xs = pointwise ? xg : shared;
-          sgemm::multiply(wg, pw.kdim, sgemm::StridedRows{xs, plane}, plane, yg, plane, r0, r1, false, own.floats(part),
-                          false, finish ? &*finish : nullptr);
+          const sgemm::Finish* fin = finish ? &*finish : nullptr;
+          if (xs2)
+            sgemm::multiply(wg, pw.kdim, sgemm::StackedRows{xg, xs2, pw.stacked, plane}, plane, yg, plane, r0, r1,
+                            false, own.floats(part), false, fin);
+          else
+            sgemm::multiply(wg, pw.kdim, sgemm::StridedRows{xs, plane}, plane, yg, plane, r0, r1, false,
+                            own.floats(part), false, fin);
           if (!eg.empty() && !finish) apply_epilogue(eg, BiasAlong::rows, yg, plane, r0, r1, 0, plane);
         };
         run_parts(pool, pw.parts, run_part);
@@ -1502,7 +1533,7 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
         for (std::int64_t i0 = first_position(part); i0 < end; i0 += pw.cols) {
           const std::int64_t cols = std::min(pw.cols, end - i0);
           if (!pointwise && !pw.implicit) im2col(p, xg, tile, 0, pw.kdim, i0, i0 + cols, pw.cols);
-          packed_conv_block(p, pw, wg, xg, padded, yg, i0, cols, 0, p.og, tile, panel, eg);
+          packed_conv_block(p, pw, wg, xg, padded, yg, i0, cols, 0, p.og, tile, panel, eg, xs2);
         }
       };
       run_parts(pool, pw.parts, run_part);

@@ -77,6 +77,18 @@ struct OffsetRows {
   [[nodiscard]] const float* at(std::int64_t k, std::int64_t j) const noexcept { return base + offset[k] + j; }
 };
 
+/// B stacked from two row-major matrices at one row stride: rows [0, split) from `first`, the rest
+/// from `second` (a 1x1 convolution and the projection added to it, run as one product over both
+/// inputs: conv_pair.hpp).
+struct StackedRows {
+  const float* first;
+  const float* second;
+  std::int64_t split, stride;
+  [[nodiscard]] const float* at(std::int64_t k, std::int64_t j) const noexcept {
+    return (k < split ? first + k * stride : second + (k - split) * stride) + j;
+  }
+};
+
 /// B packed by pack_b: panel after panel of kNr columns, each `depth` rows of kNr floats.
 struct PanelRows {
   const float* base;
@@ -150,6 +162,17 @@ struct OffsetBlock {
   const float* base;
   const std::int64_t* offset;
   [[nodiscard]] const float* at(std::int64_t k) const noexcept { return base + offset[k]; }
+};
+
+/// A read in place from two inputs stacked (StackedRows as A): depth step k's rows at
+/// `first + k * stride`, or past `split` at `second + (k - split) * stride`.
+struct StackedBlock {
+  const float* first;
+  const float* second;
+  std::int64_t split, stride;
+  [[nodiscard]] const float* at(std::int64_t k) const noexcept {
+    return k < split ? first + k * stride : second + (k - split) * stride;
+  }
 };
 
 /// What a tile of C takes on as it is stored after its last depth block, where a pass over C would
