@@ -203,7 +203,7 @@ class ProgramBuilder {
   /// and the biases summed: not the unpaired steps' bits, within the conformance tolerances.
   bool fuse_projection(Step& s, std::size_t i) {
     const NodeDef& node = g_.nodes[i];
-    if (s.kernel.dtype != DType::f32 || s.kernel.op != OpCode::Conv2d) return false;
+    if (s.kernel.dtype != DType::f32) return false;
     const auto constant = [&](const NodeDef& n, std::size_t k) {
       return k < n.inputs.size() && p_->home[n.inputs[k]] == ValueHome::constant;
     };

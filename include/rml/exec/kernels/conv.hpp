@@ -982,12 +982,13 @@ struct PackedConvWeights {
 };
 
 /// Packs conv2d weights `w` ([o, cg, kh, kw]) for runs of plan `p` on `threads` threads; as
-/// Winograd weights when `winograd` allows it and it pays (winograd_weights_for). `paired`: a 1x1
-/// convolution and its projection stacked (conv_pair.hpp).
+/// Winograd weights when `winograd` allows it and it pays (winograd_weights_for). `stacked`: a 1x1
+/// convolution paired with its projection, the first `stacked` input channels a's (conv_pair.hpp).
 inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPlan& plan, const float* w, int threads,
                                                                   Winograd winograd = Winograd::f2,
-                                                                  bool paired = false) {
+                                                                  std::int64_t stacked = 0) {
   auto pw = std::make_shared<PackedConvWeights>();
+  pw->stacked = stacked;
   // A strided 1x1 convolution runs as a 1x1 one over its input subsampled first (a copy of the
   // positions it reads), not through im2col: ResNet-50's 1024 -> 2048 projection onto 7 x 7 took
   // 1.29-1.36 -> 0.88 ms at 1 thread with its weights cold, its 512 -> 1024 one onto 14 x 14
@@ -1064,7 +1065,7 @@ inline std::shared_ptr<const PackedConvWeights> pack_conv_weights(const Conv2dPl
   // after the first to add to: ResNet-50's 384-deep pair onto 28 x 28 (its second stage's exit)
   // took 1185-1221 us at 2 threads in tiles of 13 panels (an 850 KB output block), 1029 in tiles
   // of 5 (in-model profiles, two runs against one; 1-thread runs level).
-  const bool keeps_output = kdim < sgemm::kDepth || paired;
+  const bool keeps_output = kdim < sgemm::kDepth || stacked > 0;
   const std::int64_t block_rows = std::min(kdim, sgemm::kDepth) + (keeps_output ? p.og : 0);
   std::int64_t tile_panels = std::max<std::int64_t>(1, l2 / 2 / (block_rows * nr * 4));
   tile_panels = std::min(tile_panels, panels);
@@ -1541,21 +1542,25 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
   }
 }
 
+/// The input of a strided 1x1 convolution `p` (conv_is_strided_pointwise) at its stride, into `out`
+/// ([n, c, oh, ow]), the threads splitting the planes' rows.
+inline void subsample_input(const Conv2dPlan& p, const float* x, float* out, const ThreadPool* pool) {
+  const std::int64_t rows = p.n * p.c * p.oh;
+  parallel_ranges(pool, rows, work_grain(p.ow), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t plane = r / p.oh, oy = r % p.oh;
+      copy_strided(x + (plane * p.h + oy * p.stride_h) * p.w, p.stride_w, p.ow, out + r * p.ow);
+    }
+  });
+}
+
 /// conv2d over weights packed at create. `scratch` holds pw.scratch_bytes(), `own` pw.part_count()
 /// regions of pw.part_bytes().
 inline void packed_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y, float* scratch,
                           const PartScratch& own, const ThreadPool* pool, const Epilogue& epi) {
   if (pw.subsampled == 0) return packed_conv2d_over(p, pw, x, y, scratch, own, pool, epi);
-  // Rows of the subsampled input, the threads splitting the planes' rows.
-  const Conv2dPlan q = subsampled_plan(p);
-  const std::int64_t rows = p.n * p.c * q.h;
-  parallel_ranges(pool, rows, work_grain(q.w), [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const std::int64_t plane = r / q.h, oy = r % q.h;
-      copy_strided(x + (plane * p.h + oy * p.stride_h) * p.w, p.stride_w, q.w, scratch + r * q.w);
-    }
-  });
-  packed_conv2d_over(q, pw, scratch, y, scratch + pw.subsampled, own, pool, epi);
+  subsample_input(p, x, scratch, pool);
+  packed_conv2d_over(subsampled_plan(p), pw, scratch, y, scratch + pw.subsampled, own, pool, epi);
 }
 
 template <typename T>

@@ -2,6 +2,7 @@
 // exits, y = act(W_a x_a + b_a + W_d x_d + b_d), as act([W_a | W_d] [x_a ; x_d] + (b_a + b_d)).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -52,10 +53,7 @@ inline std::shared_ptr<const PairedConvWeights> pair_conv_weights(const Conv2dPl
     // b_a + b_d: the order the unpaired steps add them in (a's sums with its bias, then d's).
     pair->bias[static_cast<std::size_t>(o)] = (ba ? ba[o] : 0.0f) + (bd ? bd[o] : 0.0f);
   }
-  auto packed =
-      std::const_pointer_cast<PackedConvWeights>(pack_conv_weights(p, w.data(), threads, Winograd::off, true));
-  packed->stacked = a.c;
-  pair->packed = std::move(packed);
+  pair->packed = pack_conv_weights(p, w.data(), threads, Winograd::off, a.c);
   if (conv_is_strided_pointwise(d)) pair->subsampled = (d.n * d.c * d.oh * d.ow + 15) / 16 * 16;
   return pair;
 }
@@ -69,15 +67,7 @@ inline Status paired_conv2d_kernel(const Kernel&, const KernelArgs& args) {
   float* y = out_ptr<float>(args);
   float* scratch = reinterpret_cast<float*>(args.scratch);
   if (pair.subsampled > 0) {
-    // The projection's input at its stride, as packed_conv2d subsamples a strided 1x1 convolution's.
-    const Conv2dPlan& d = pair.second;
-    const std::int64_t rows = d.n * d.c * d.oh;
-    parallel_ranges(args.pool, rows, work_grain(d.ow), [&](std::int64_t r0, std::int64_t r1) {
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const std::int64_t plane = r / d.oh, oy = r % d.oh;
-        copy_strided(xd + (plane * d.h + oy * d.stride_h) * d.w, d.stride_w, d.ow, scratch + r * d.ow);
-      }
-    });
+    subsample_input(pair.second, xd, scratch, args.pool);
     xd = scratch;
     scratch += pair.subsampled;
   }
