@@ -1691,6 +1691,56 @@ def paired_projection_cases():
         c.write()
 
 
+def expanded_depthwise_cases():
+    """A 1x1 expansion whose output only a depthwise convolution reads (MobileNetV2's and
+    EfficientNet's inverted residual blocks), which the executor runs as one step (conv_expand.hpp):
+    each part a band of output rows, in strips of 8 (stride 2) or 16 (stride 1) rows, each strip's
+    expanded planes over the input rows it reads (the rows between strips computed twice) a block of
+    channels at a time. ReLU6 on both at stride 2, 200 channels in two blocks, five strips at one
+    thread and the last one long; SiLU on both at stride 1 onto an odd width (partial panels, masked
+    runs), 50 rows in three strips at one thread and one of 25 per part at two; a 5x5 at stride 2
+    with pads that differ per side, no bias on the expansion, batch 2. The first two end in a 1x1
+    projection, so the parts take bands of rows; the third's output is the graph's, so they take
+    ranges of channels. The reference is NumPy's convolutions and activations one after the other.
+    Their own generator."""
+    r = np.random.default_rng(20261211)
+    relu6 = lambda v: np.minimum(np.maximum(v, 0), 6)
+    silu = lambda v: v / (1 + np.exp(-v))
+    for name, (xs, o, k, stride, pads, act, bias) in {
+            "threads_expanded_depthwise_s2_relu6": ((1, 8, 90, 40), 200, 3, 2, [1, 1, 1, 1], "relu6", True),
+            "threads_expanded_depthwise_s1_silu": ((1, 6, 50, 33), 24, 3, 1, [1, 1, 1, 1], "silu", True),
+            "expanded_depthwise_5x5_s2_batch2": ((2, 5, 37, 66), 20, 5, 2, [2, 1, 2, 3], None, False)}.items():
+        x = f32(r.uniform(-1, 1, xs))
+        we, be = f32(r.uniform(-1, 1, (o, xs[1], 1, 1))), f32(r.uniform(-1, 1, o))
+        wd, bd = f32(r.uniform(-1, 1, (o, 1, k, k))), f32(r.uniform(-1, 1, o))
+        c = Case(name, tol_k(xs[1] * k * k))
+        e = conv_ref(x, we, be if bias else None, [1, 1], [0] * 4, [1, 1], 1)
+        out = c.node("conv2d", [c.input(x, "x"), c.const(we)] + ([c.const(be)] if bias else []), f32(e))
+
+        def activate(out, v):
+            if act == "relu6":
+                v = np.maximum(v, 0)
+                out = c.node("relu", [out], f32(v))
+                v = np.minimum(v, 6)
+                return c.node("minimum", [out, c.const(f32(np.array(6.0)))], f32(v)), v
+            if act == "silu":
+                v = silu(v)
+                return c.node("silu", [out], f32(v)), v
+            return out, v
+
+        out, e = activate(out, e)
+        d = conv_ref(f32(e), wd, bd, [stride] * 2, pads, [1, 1], o)
+        out = c.node("conv2d", [out, c.const(wd), c.const(bd)], f32(d),
+                     {"strides": [stride] * 2, "pads": pads, "groups": o})
+        out, d = activate(out, d)
+        if name.startswith("threads_"):
+            # A 1x1 projection after the pair (as in MobileNetV2): the parts take bands of rows.
+            wp = f32(r.uniform(-1, 1, (8, o, 1, 1)))
+            out = c.node("conv2d", [out, c.const(wp)], f32(conv_ref(f32(d), wp, None, [1, 1], [0] * 4, [1, 1], 1)))
+        c.output(out)
+        c.write()
+
+
 def conv_max_pool_cases():
     """A convolution whose output only a stride-2 max pool reads, which the executor runs as one step
     (conv.hpp's pooled_conv2d): the convolution's rows computed a band at a time into a tile and
@@ -1808,6 +1858,7 @@ def main():
     half_subsampled_cases()
     split_positions_cases()
     paired_projection_cases()
+    expanded_depthwise_cases()
     conv_max_pool_cases()
     half_conv_max_pool_cases()
     half_strided_conv_cases()

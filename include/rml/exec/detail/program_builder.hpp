@@ -17,6 +17,7 @@
 #include "rml/exec/detail/program.hpp"
 #include "rml/exec/kernel_table.hpp"
 #include "rml/exec/kernels/attention.hpp"
+#include "rml/exec/kernels/conv_expand.hpp"
 #include "rml/exec/kernels/conv_pair.hpp"
 #include "rml/exec/kernels/fused.hpp"
 #include "rml/exec/memory_plan.hpp"
@@ -237,6 +238,61 @@ class ProgramBuilder {
     s.output = add.outputs[0];
     absorbed_[dn] = absorbed_[*j] = 1;
     s.node_count += 2;
+    return true;
+  }
+
+  /// A 1x1 f32 convolution over packed weights with no residual (and its chain, ending at node
+  /// `last`) whose output only a depthwise f32 convolution reads, both with constant weights and
+  /// biases, the pair as expand_depthwise_fits takes it: MobileNetV2's and EfficientNet's expansion
+  /// and the depthwise convolution after it run as one step (expanded_depthwise_kernel), block of
+  /// channels by block, so the expanded tensor is never written. The expansion's chain goes into
+  /// the step's constants, the depthwise convolution's chain becomes the step's; both must be empty,
+  /// a clamp or SiLU (finish_of), which give the same bits however the rows split. Each value is
+  /// computed as the unfused steps compute it (the same bits) but SiLU's after the depthwise
+  /// convolution: through the packet exp everywhere, where that pass ran its tails through std::exp.
+  bool fuse_depthwise(Step& s, std::size_t i, std::size_t last) {
+    if (s.kernel.dtype != DType::f32 || s.fn != &conv2d_kernel<float> || !s.packed || s.residual >= 0) return false;
+    const NodeDef& node = g_.nodes[i];
+    const auto j = sole_reader(s.output, last);
+    if (!j || compiled_[*j].op != OpCode::Conv2d || compiled_[*j].dtype != DType::f32) return false;
+    const NodeDef& dw = g_.nodes[*j];
+    const auto& e = s.kernel.as<Conv2dPlan>();
+    const auto& d = compiled_[*j].as<Conv2dPlan>();
+    const auto constant = [&](const NodeDef& n, std::size_t k) {
+      return k < n.inputs.size() && p_->home[n.inputs[k]] == ValueHome::constant;
+    };
+    if (dw.inputs[0] != s.output || !expand_depthwise_fits(e, d) || !constant(node, 1) ||
+        (e.has_bias && !constant(node, 2)) || !constant(dw, 1) || (d.has_bias && !constant(dw, 2)))
+      return false;
+    const auto simple = [](std::span<const UnaryStep> chain) {
+      return finish_of(Epilogue{nullptr, chain, nullptr}, BiasAlong::rows).has_value();
+    };
+    if (!simple(s.chain)) return false;
+    const auto data = [&](const NodeDef& n, std::size_t k) { return p_->constants[n.inputs[k]].data<float>(); };
+    Step t = s;
+    t.fn = &expanded_depthwise_kernel;
+    t.inputs = {node.inputs[0]};
+    t.chain.clear();
+    t.output = dw.outputs[0];
+    ++t.node_count;
+    std::vector<std::uint8_t> absorbed = absorbed_;
+    absorbed_[*j] = 1;
+    const std::size_t last_fused = fuse_unary_chain(t, *j);
+    if (!simple(t.chain)) {  // another chain after the depthwise convolution: the steps stay apart
+      absorbed_ = std::move(absorbed);
+      return false;
+    }
+    // Bands of rows when a convolution alone reads the output (a 1x1 projection, split by
+    // positions), else channels (a squeeze and excitation's mean and product read whole planes).
+    const auto reader = sole_reader(t.output, last_fused);
+    const bool by_channels = !reader || compiled_[*reader].op != OpCode::Conv2d;
+    auto fused = expand_depthwise_weights(e, data(node, 1), e.has_bias ? data(node, 2) : nullptr, s.chain, d,
+                                          data(dw, 1), d.has_bias ? data(dw, 2) : nullptr, threads_, by_channels);
+    t.scratch_bytes = 0;
+    t.part_bytes = fused->part_bytes();
+    t.part_count = fused->parts;
+    t.packed = std::move(fused);
+    s = std::move(t);
     return true;
   }
 
@@ -787,8 +843,8 @@ class ProgramBuilder {
           plan_half_conv_of(s, node);
           fuse_residual(s, i);
         }
-        fuse_unary_chain(s, i);
-        fuse_max_pool(s, i);
+        const std::size_t last = fuse_unary_chain(s, i);
+        if (!fuse_depthwise(s, i, last)) fuse_max_pool(s, i);
       } else if (is_binary(op)) {
         fuse_unary_chain(s, i);
       } else if (op == OpCode::Mean) {
@@ -828,7 +884,8 @@ class ProgramBuilder {
       // The convolution's own output: a fused max pool's is smaller.
       const std::int64_t conv_out = mul(mul(cp.n, cp.o), mul(cp.oh, cp.ow));
       const std::int64_t macs = mul(conv_out, std::max<std::int64_t>(cp.cg * cp.kh * cp.kw, 1));
-      const std::int64_t moved = mul(std::max(conv_out, p_->types[s.inputs[0]].shape.numel()), 32);  // >= 16 x (in + out)
+      const std::int64_t moved =
+          mul(std::max(conv_out, p_->types[s.inputs[0]].shape.numel()), 32);  // >= 16 x (in + out)
       return std::max(conv_is_depthwise(cp) ? mul(macs, 8) : macs, moved);
     }
     // Everything else reads its inputs about once: the largest input or the output, per chained op.
