@@ -244,8 +244,8 @@ class ProgramBuilder {
   /// A 1x1 f32 convolution over packed weights with no residual (and its chain, ending at node
   /// `last`) whose output only a depthwise f32 convolution reads, both with constant weights and
   /// biases, the pair as expand_depthwise_fits takes it: MobileNetV2's and EfficientNet's expansion
-  /// and the depthwise convolution after it run as one step (expanded_depthwise_kernel), block of
-  /// channels by block, so the expanded tensor is never written. The expansion's chain goes into
+  /// and the depthwise convolution after it run as one step (expanded_depthwise_kernel), in strips
+  /// of rows a block of channels at a time, so the expanded tensor is never written. The expansion's chain goes into
   /// the step's constants, the depthwise convolution's chain becomes the step's; both must be empty,
   /// a clamp or SiLU (finish_of), which give the same bits however the rows split. Each value is
   /// computed as the unfused steps compute it (the same bits) but SiLU's after the depthwise

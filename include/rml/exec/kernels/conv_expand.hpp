@@ -1,8 +1,9 @@
 // A 1x1 expansion and the depthwise convolution that alone reads it, run as one step: the first
 // half of MobileNetV2's and EfficientNet's inverted residual blocks, y = dw(act(W x + b)). The
-// step takes a block of the expanded channels at a time: their planes computed into the part's own
-// scratch (in L2), the depthwise convolution run over them from there. The expanded tensor, six
-// times the block's input, is never written out and read back.
+// step takes a strip of output rows and a block of the expanded channels at a time: their planes
+// over the strip's input rows computed into the part's own scratch (in L2), the depthwise
+// convolution run over them from there. The expanded tensor, six times the block's input, is never
+// written out and read back.
 #pragma once
 
 #include <algorithm>
