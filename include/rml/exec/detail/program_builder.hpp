@@ -194,6 +194,19 @@ class ProgramBuilder {
     ++s.node_count;
   }
 
+  /// Whether conv2d node n's weights, and its bias when it has one, are constants.
+  [[nodiscard]] bool constant_conv_params(const NodeDef& n, bool has_bias) const {
+    const auto constant = [&](std::size_t k) {
+      return k < n.inputs.size() && p_->home[n.inputs[k]] == ValueHome::constant;
+    };
+    return constant(1) && (!has_bias || constant(2));
+  }
+  /// Conv2d node n's constant f32 weights, and its bias or null (constant_conv_params holds).
+  [[nodiscard]] const float* conv_weights(const NodeDef& n) const { return p_->constants[n.inputs[1]].data<float>(); }
+  [[nodiscard]] const float* conv_bias(const NodeDef& n, bool has_bias) const {
+    return has_bias ? p_->constants[n.inputs[2]].data<float>() : nullptr;
+  }
+
   /// A 1x1 f32 convolution whose output an add sums with the output of a later 1x1 projection (at
   /// any stride) that alone feeds the add, its input defined before the convolution: ResNet's
   /// bottleneck exit, conv3 + downsample. Both run as one product over both inputs
@@ -205,11 +218,8 @@ class ProgramBuilder {
   bool fuse_projection(Step& s, std::size_t i) {
     const NodeDef& node = g_.nodes[i];
     if (s.kernel.dtype != DType::f32) return false;
-    const auto constant = [&](const NodeDef& n, std::size_t k) {
-      return k < n.inputs.size() && p_->home[n.inputs[k]] == ValueHome::constant;
-    };
     const auto& a = s.kernel.as<Conv2dPlan>();
-    if (!constant(node, 1) || (a.has_bias && !constant(node, 2))) return false;
+    if (!constant_conv_params(node, a.has_bias)) return false;
     const auto j = sole_reader(s.output, i);
     if (!j || compiled_[*j].op != OpCode::Add) return false;
     const NodeDef& add = g_.nodes[*j];
@@ -222,13 +232,11 @@ class ProgramBuilder {
     if (compiled_[dn].op != OpCode::Conv2d || compiled_[dn].dtype != DType::f32 || sole_reader(other, dn) != j)
       return false;
     const auto& dp = compiled_[dn].as<Conv2dPlan>();
-    if (!conv_pair_fits(a, dp) || !constant(proj, 1) || (dp.has_bias && !constant(proj, 2)) ||
-        !available_at(proj.inputs[0], i) || p_->types[other] != p_->types[s.output] ||
-        p_->types[add.outputs[0]] != p_->types[s.output])
+    if (!conv_pair_fits(a, dp) || !constant_conv_params(proj, dp.has_bias) || !available_at(proj.inputs[0], i) ||
+        p_->types[other] != p_->types[s.output] || p_->types[add.outputs[0]] != p_->types[s.output])
       return false;
-    const auto data = [&](const NodeDef& n, std::size_t k) { return p_->constants[n.inputs[k]].data<float>(); };
-    auto pair = pair_conv_weights(a, data(node, 1), a.has_bias ? data(node, 2) : nullptr, dp, data(proj, 1),
-                                  dp.has_bias ? data(proj, 2) : nullptr, threads_);
+    auto pair = pair_conv_weights(a, conv_weights(node), conv_bias(node, a.has_bias), dp, conv_weights(proj),
+                                  conv_bias(proj, dp.has_bias), threads_);
     s.fn = &paired_conv2d_kernel;
     s.inputs = {node.inputs[0], proj.inputs[0]};
     s.scratch_bytes = pair->scratch_bytes();
@@ -245,9 +253,10 @@ class ProgramBuilder {
   /// `last`) whose output only a depthwise f32 convolution reads, both with constant weights and
   /// biases, the pair as expand_depthwise_fits takes it: MobileNetV2's and EfficientNet's expansion
   /// and the depthwise convolution after it run as one step (expanded_depthwise_kernel), in strips
-  /// of rows a block of channels at a time, so the expanded tensor is never written. The expansion's chain goes into
-  /// the step's constants, the depthwise convolution's chain becomes the step's; both must be empty,
-  /// a clamp or SiLU (finish_of), which give the same bits however the rows split. Each value is
+  /// of rows a block of channels at a time, so the expanded tensor is never written. The
+  /// expansion's chain goes into the step's constants, the depthwise convolution's chain becomes
+  /// the step's; both must be empty, a clamp or SiLU (finish_of), which give the same bits however
+  /// the rows split. Each value is
   /// computed as the unfused steps compute it (the same bits) but SiLU's after the depthwise
   /// convolution: through the packet exp everywhere, where that pass ran its tails through std::exp.
   bool fuse_depthwise(Step& s, std::size_t i, std::size_t last) {
@@ -258,17 +267,13 @@ class ProgramBuilder {
     const NodeDef& dw = g_.nodes[*j];
     const auto& e = s.kernel.as<Conv2dPlan>();
     const auto& d = compiled_[*j].as<Conv2dPlan>();
-    const auto constant = [&](const NodeDef& n, std::size_t k) {
-      return k < n.inputs.size() && p_->home[n.inputs[k]] == ValueHome::constant;
-    };
-    if (dw.inputs[0] != s.output || !expand_depthwise_fits(e, d) || !constant(node, 1) ||
-        (e.has_bias && !constant(node, 2)) || !constant(dw, 1) || (d.has_bias && !constant(dw, 2)))
+    if (dw.inputs[0] != s.output || !expand_depthwise_fits(e, d) || !constant_conv_params(node, e.has_bias) ||
+        !constant_conv_params(dw, d.has_bias))
       return false;
     const auto simple = [](std::span<const UnaryStep> chain) {
       return finish_of(Epilogue{nullptr, chain, nullptr}, BiasAlong::rows).has_value();
     };
     if (!simple(s.chain)) return false;
-    const auto data = [&](const NodeDef& n, std::size_t k) { return p_->constants[n.inputs[k]].data<float>(); };
     Step t = s;
     t.fn = &expanded_depthwise_kernel;
     t.inputs = {node.inputs[0]};
@@ -286,8 +291,8 @@ class ProgramBuilder {
     // positions), else channels (a squeeze and excitation's mean and product read whole planes).
     const auto reader = sole_reader(t.output, last_fused);
     const bool by_channels = !reader || compiled_[*reader].op != OpCode::Conv2d;
-    auto fused = expand_depthwise_weights(e, data(node, 1), e.has_bias ? data(node, 2) : nullptr, s.chain, d,
-                                          data(dw, 1), d.has_bias ? data(dw, 2) : nullptr, threads_, by_channels);
+    auto fused = expand_depthwise_weights(e, conv_weights(node), conv_bias(node, e.has_bias), s.chain, d,
+                                          conv_weights(dw), conv_bias(dw, d.has_bias), threads_, by_channels);
     t.scratch_bytes = 0;
     t.part_bytes = fused->part_bytes();
     t.part_count = fused->parts;

@@ -129,6 +129,13 @@ inline Status expanded_depthwise_kernel(const Kernel&, const KernelArgs& args) {
   const Clamp clamp = silu_after ? Clamp{} : Clamp{after.lo, after.hi};
   const std::int64_t parts = std::min(f.parts, args.pool ? args.pool->threads() : std::int64_t{1});
   const std::int64_t mr = sgemm::kMr, rows = strip_rows(d);
+  // The expansion's bias and chain as its product stores (the bias per block, below), SiLU apart:
+  // in a pass over the planes, every value through the packet exp as the unfused product computes
+  // it over whole planes, where a strip's last partial panel would run its few columns through
+  // std::exp and the bits would depend on where the strips fall.
+  sgemm::Finish expand_finish = *finish_of(Epilogue{nullptr, f.expand_chain, nullptr}, BiasAlong::rows);
+  const bool expand_silu = expand_finish.silu;
+  expand_finish.silu = false;
   run_parts(args.pool, parts, [&](std::int64_t part) {
     std::int64_t oy0 = 0, oy1 = d.oh, ch0 = 0, ch1 = e.o;
     if (f.by_channels) {
@@ -153,19 +160,13 @@ inline Status expanded_depthwise_kernel(const Kernel&, const KernelArgs& args) {
         if (padded) std::fill_n(padded, DepthwiseRows::floats(strip), 0.0f);  // the strip's padding
         for (std::int64_t c0 = ch0; c0 < ch1; c0 += block) {
           const std::int64_t c1 = std::min(ch1, c0 + block);
-          // The block's expanded planes over the strip's input rows, bias and chain applied as the
-          // product stores them.
-          const Epilogue eb{f.expand_bias.data() + c0, f.expand_chain, nullptr};
-          // SiLU in a pass over the planes, every value through the packet exp as the unfused
-          // product computes it over whole planes: a strip's last partial panel would run its few
-          // columns through std::exp, and the bits would depend on where the strips fall.
-          sgemm::Finish finish = *finish_of(eb, BiasAlong::rows);  // fuse_depthwise checked it
-          const bool silu = finish.silu;
-          finish.silu = false;
+          // The block's expanded planes over the strip's input rows.
+          sgemm::Finish finish = expand_finish;
+          finish.row_bias = f.expand_bias.data() + c0;
           if (strip_in > 0) {
             sgemm::multiply(f.a.data() + c0 * e.c, e.c, sgemm::StridedRows{x + n * e.c * plane + iy0 * e.w, plane},
                             strip_in, planes, strip_in, 0, c1 - c0, false, panel, false, &finish);
-            if (silu) sgemm::silu_rows(planes, strip_in, c1 - c0, strip_in);
+            if (expand_silu) sgemm::silu_rows(planes, strip_in, c1 - c0, strip_in);
           }
           float* out = y + (n * d.c + c0) * plane_out + sy0 * d.ow;
           for (std::int64_t c = c0; c < c1; ++c)
