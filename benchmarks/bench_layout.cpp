@@ -120,6 +120,11 @@ int main() {
   std::vector<float> junk(std::size_t{64} << 18);
   for (const Shape& s : shapes) {
     const std::int64_t o = s.out, k = s.depth, n = s.positions, cols = 512;
+    if (o % (4 * kC) != 0 || k % kC != 0) {  // the NCHWc kernel takes whole blocks only
+      std::printf("| %s | - | not a whole number of %lld-channel blocks | | | | | |\n", s.name,
+                  static_cast<long long>(kC));
+      continue;
+    }
     Floats x(k * n), w(o * k), y(o * n), xc(k * n), wc(o * k), yc(o * n), packed(sgemm::packed_floats(o, k)),
         panel(sgemm::kPanelFloats);
     for (std::int64_t i = 0; i < k * n; ++i) x[i] = static_cast<float>(std::sin(0.1 * i));
