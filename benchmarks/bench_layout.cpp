@@ -19,6 +19,8 @@
 
 #include "rml/exec/kernels/sgemm.hpp"
 
+#include "bench_common.hpp"
+
 namespace {
 
 namespace sgemm = rml::detail::sgemm;
@@ -71,33 +73,6 @@ void blocked_conv(const float* x, std::int64_t positions, std::int64_t depth, st
   }
 }
 
-/// One core's f32 FMA peak: kChains independent chains of packets, GFLOP/s.
-double fma_peak() {
-  constexpr int kChains = 12;
-  Packet acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = Eigen::internal::pset1<Packet>(1.0f + 1e-7f * i);
-  const Packet m = Eigen::internal::pset1<Packet>(0.9999999f), a = Eigen::internal::pset1<Packet>(1e-7f);
-  const std::int64_t iterations = 20'000'000;
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (std::int64_t n = 0; n < iterations; ++n) {
-      RML_UNROLL
-      for (int i = 0; i < kChains; ++i) acc[i] = Eigen::internal::pmadd(acc[i], m, a);
-    }
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  float sink = 0;
-  for (const Packet& p : acc) sink += Eigen::internal::predux(p);
-  if (sink == 42.0f) std::puts("");
-  return 2.0 * kChains * kC * static_cast<double>(iterations) / best / 1e9;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 struct Shape {
   const char* name;
   std::int64_t out, depth, positions;
@@ -112,7 +87,7 @@ int main() {
                           {"layer1 64 -> 256, 56x56", 256, 64, 3136},
                           {"layer2 512 -> 128, 28x28", 128, 512, 784},
                           {"layer2 128 -> 512, 28x28", 512, 128, 784}};
-  const double peak = fma_peak();
+  const double peak = rml_bench::fma_peak(1);
   std::printf("1x1 convolutions, 1 thread, SIMD width %lld, FMA peak %.1f GFLOP/s; us, medians of 3 rounds\n\n",
               static_cast<long long>(kC), peak);
   std::printf("| shape | caches | rml NCHW in place | %%peak | NCHWc kernel | %%peak | in place / NCHWc | max rel diff |\n");
@@ -159,11 +134,11 @@ int main() {
           f();
           t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
         }
-        return median(t);
+        return rml_bench::median(t);
       };
       std::vector<double> a, b;
       for (int round = 0; round < 3; ++round) a.push_back(time(in_place, x)), b.push_back(time(blocked, xc));
-      const double ta = median(a), tb = median(b), flop = 2.0 * o * k * n;
+      const double ta = rml_bench::median(a), tb = rml_bench::median(b), flop = 2.0 * o * k * n;
       std::printf("| %s | %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.1e |\n", s.name, cold ? "cold" : "warm", ta,
                   100 * flop / ta / 1e3 / peak, tb, 100 * flop / tb / 1e3 / peak, ta / tb, diff);
     }

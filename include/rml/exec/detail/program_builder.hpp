@@ -256,9 +256,9 @@ class ProgramBuilder {
   /// of rows a block of channels at a time, so the expanded tensor is never written. The
   /// expansion's chain goes into the step's constants, the depthwise convolution's chain becomes
   /// the step's; both must be empty, a clamp or SiLU (finish_of), which give the same bits however
-  /// the rows split. Each value is
-  /// computed as the unfused steps compute it (the same bits) but SiLU's after the depthwise
-  /// convolution: through the packet exp everywhere, where that pass ran its tails through std::exp.
+  /// the rows split. Each value is computed as the unfused steps compute it (the same bits) but
+  /// SiLU's after the depthwise convolution: through the packet exp everywhere, where that pass ran
+  /// its tails through std::exp.
   bool fuse_depthwise(Step& s, std::size_t i, std::size_t last) {
     if (s.kernel.dtype != DType::f32 || s.fn != &conv2d_kernel<float> || !s.packed || s.residual >= 0) return false;
     const NodeDef& node = g_.nodes[i];
