@@ -1560,6 +1560,39 @@ def row_band_cases():
         close_conv_case(c, r, out, y, residual)
 
 
+def half_panel_cases():
+    """Products whose last GEMM panel is exactly one SIMD packet wide, half of sgemm's kNr: that panel
+    takes one packet a depth step (micro_tile<MR, 1>) and stores whole packets. Turned-around 1x1
+    convolutions read in place (exact_rows), 288 deep (two depth blocks summed), whose panels are
+    output channels: 48 channels (32 + 16 with AVX-512), 56 (3 x 16 + 8 with AVX2), 52 (6 x 8 + 4
+    with SSE and NEON), bias and relu. And
+    1x1 convolutions over tiles of positions, whose last panel is one packet of positions (784 =
+    24 x 32 + 16; 40 = 2 x 16 + 8; 20 = 2 x 8 + 4), bias, a residual and SiLU finished as the GEMM
+    stores. Their own generator."""
+    r = np.random.default_rng(20261215)
+    silu = lambda v: v / (1 + np.exp(-v))
+    for name, xs, o, residual in (("turned_avx512", (1, 288, 3, 5), 48, False),
+                                  ("turned_avx2", (1, 288, 3, 5), 56, False),
+                                  ("turned_sse", (1, 288, 3, 5), 52, False),
+                                  ("positions_avx512", (1, 16, 28, 28), 24, True),
+                                  ("positions_avx2", (1, 16, 5, 8), 24, True),
+                                  ("positions_sse", (1, 16, 4, 5), 24, True)):
+        ci = xs[1]
+        x, w = f32(r.uniform(-1, 1, xs)), f32(r.uniform(-1, 1, (o, ci, 1, 1)))
+        bias = f32(r.uniform(-1, 1, o))
+        y = conv_ref(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1)
+        c = Case("conv2d_half_panel_" + name, tol_k(ci))
+        out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y))
+        if not residual:
+            close_conv_case(c, r, out, y, False)
+            continue
+        res = f32(r.uniform(-1, 1, y.shape))
+        y = f32(y) + res
+        out = c.node("add", [out, c.input(res, "residual")], y)
+        c.output(c.node("silu", [out], f32(silu(y.astype(np.float64)))))
+        c.write()
+
+
 def winograd_turned_cases():
     """Winograd convolutions whose passes hold too few tiles for whole GEMM panels of them, so the
     products run turned around (kernels/winograd.hpp's WinogradWeights::turned): 25 tiles (a 10 x 10
@@ -1863,6 +1896,7 @@ def main():
     half_conv_max_pool_cases()
     half_strided_conv_cases()
     winograd_one_thread_ranges_cases()
+    half_panel_cases()
 
 
 if __name__ == "__main__":
