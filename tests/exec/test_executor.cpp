@@ -472,19 +472,25 @@ TEST_CASE("steps with little work run on the calling thread; parallel_min_work 0
   CHECK(serial(2, ExecutorOptions{}.parallel_min_work) == steps);
   CHECK(serial(2, 0) == 0);
   CHECK(serial(1, ExecutorOptions{}.parallel_min_work) == 0);  // one thread: no pool to spare
+  const auto product_serial = [](std::int64_t m, std::int64_t k, std::int64_t n) {
+    GraphDef g;
+    g.values = {{"x", f32({m, k})}, {"w", f32({k, n})}, {"y", f32({m, n})}};
+    g.inputs = {0};
+    g.outputs = {2};
+    g.constants = {{1, "", Tensor::from_vector(values(k * n, 2), Shape{k, n}), false}};
+    NodeDef mm;
+    mm.op = "matmul";
+    mm.inputs = {0, 1};
+    mm.outputs = {2};
+    g.nodes.push_back(mm);
+    return Executor::create(Graph(g), {.threads = 2}).value().serial_step_count();
+  };
   // The packed matmul of 64 x 1024 x 256 (16.8 M multiply-adds) is above the default and splits.
-  const std::int64_t m = 64, k = 1024, n = 256;
-  GraphDef g;
-  g.values = {{"x", f32({m, k})}, {"w", f32({k, n})}, {"y", f32({m, n})}};
-  g.inputs = {0};
-  g.outputs = {2};
-  g.constants = {{1, "", Tensor::from_vector(values(k * n, 2), Shape{k, n}), false}};
-  NodeDef mm;
-  mm.op = "matmul";
-  mm.inputs = {0, 1};
-  mm.outputs = {2};
-  g.nodes.push_back(mm);
-  CHECK(Executor::create(Graph(g), {.threads = 2}).value().serial_step_count() == 0);
+  CHECK(product_serial(64, 1024, 256) == 0);
+  // One row by a B beyond L2 (ResNet-18's classifier, 512 K multiply-adds, 2 MB of B) counts 4 per
+  // element of B, and splits; one row by a 256 x 256 B (256 KB) stays on one thread.
+  CHECK(product_serial(1, 512, 1000) == 0);
+  CHECK(product_serial(1, 256, 256) == 1);
 }
 
 TEST_CASE("the zoo transformer's layer norms and attention block fuse as both exporters emit them") {
