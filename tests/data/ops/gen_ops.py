@@ -1528,14 +1528,18 @@ def half_residual_cases():
         c.write()
 
 
-def close_conv_case(c, r, out, y, residual, relu=True):
+def close_conv_case(c, r, out, y, residual, relu=True, silu=False):
     """Ends conv2d case `c` whose output `out` holds `y`: a uniform residual input drawn from `r`
-    and added when `residual`, then a relu when `relu`; the last value is the case's output."""
+    and added when `residual`, then a relu when `relu`, or a SiLU when `silu`; the last value is the
+    case's output."""
     if residual:
         res = f32(r.uniform(-1, 1, y.shape))
         y = f32(y) + res
         out = c.node("add", [out, c.input(res, "residual")], y)
-    if relu:
+    if silu:
+        v = np.asarray(y, dtype=np.float64)
+        out = c.node("silu", [out], f32(v / (1 + np.exp(-v))))
+    elif relu:
         out = c.node("relu", [out], f32(np.maximum(y, 0)))
     c.output(out)
     c.write()
@@ -1565,12 +1569,10 @@ def half_panel_cases():
     takes one packet a depth step (micro_tile<MR, 1>) and stores whole packets. Turned-around 1x1
     convolutions read in place (exact_rows), 288 deep (two depth blocks summed), whose panels are
     output channels: 48 channels (32 + 16 with AVX-512), 56 (3 x 16 + 8 with AVX2), 52 (6 x 8 + 4
-    with SSE and NEON), bias and relu. And
-    1x1 convolutions over tiles of positions, whose last panel is one packet of positions (784 =
-    24 x 32 + 16; 40 = 2 x 16 + 8; 20 = 2 x 8 + 4), bias, a residual and SiLU finished as the GEMM
-    stores. Their own generator."""
+    with SSE and NEON), bias and relu. And 1x1 convolutions over tiles of positions, whose last
+    panel is one packet of positions (784 = 24 x 32 + 16; 40 = 2 x 16 + 8; 20 = 2 x 8 + 4), bias, a
+    residual and SiLU finished as the GEMM stores. Their own generator."""
     r = np.random.default_rng(20261215)
-    silu = lambda v: v / (1 + np.exp(-v))
     for name, xs, o, residual in (("turned_avx512", (1, 288, 3, 5), 48, False),
                                   ("turned_avx2", (1, 288, 3, 5), 56, False),
                                   ("turned_sse", (1, 288, 3, 5), 52, False),
@@ -1583,14 +1585,7 @@ def half_panel_cases():
         y = conv_ref(x, w, bias, [1, 1], [0, 0, 0, 0], [1, 1], 1)
         c = Case("conv2d_half_panel_" + name, tol_k(ci))
         out = c.node("conv2d", [c.input(x, "x"), c.const(w), c.const(bias)], f32(y))
-        if not residual:
-            close_conv_case(c, r, out, y, False)
-            continue
-        res = f32(r.uniform(-1, 1, y.shape))
-        y = f32(y) + res
-        out = c.node("add", [out, c.input(res, "residual")], y)
-        c.output(c.node("silu", [out], f32(silu(y.astype(np.float64)))))
-        c.write()
+        close_conv_case(c, r, out, y, residual, silu=residual)
 
 
 def winograd_turned_cases():
