@@ -485,8 +485,11 @@ TEST_CASE("steps with little work run on the calling thread; parallel_min_work 0
     g.nodes.push_back(mm);
     return Executor::create(Graph(g), {.threads = 2}).value().serial_step_count();
   };
-  // The packed matmul of 64 x 1024 x 256 (16.8 M multiply-adds) is above the default and splits.
+  // The packed matmul of 64 x 1024 x 256 (16.8 M multiply-adds) is above the default and splits;
+  // so does 8 x 256 x 256 (512 K, which the default of 2^20 kept on one thread), not 2 x 256 x 256.
   CHECK(product_serial(64, 1024, 256) == 0);
+  CHECK(product_serial(8, 256, 256) == 0);
+  CHECK(product_serial(2, 256, 256) == 1);
   // One row by a B beyond L2 (ResNet-18's classifier, 512 K multiply-adds, 2 MB of B) counts 4 per
   // element of B, and splits; one row by a 256 x 256 B (256 KB) stays on one thread.
   CHECK(product_serial(1, 512, 1000) == 0);

@@ -48,7 +48,7 @@ struct ExecutorOptions {
   /// A step whose estimated work (multiply-adds, or elements touched) is below this runs on the
   /// calling thread and never wakes the pool; 0 lets every step split as its kernel sees fit (tests
   /// use it to exercise the parallel paths on small inputs). The default is measured on a 2-vCPU
-  /// AVX-512 machine: about 10 us of one core's work (see detail::kParallelMinWork).
+  /// AVX-512 machine: about 5 us of one core's work (see detail::kParallelMinWork).
   std::int64_t parallel_min_work = detail::kParallelMinWork;
   /// Move each step's two-part split toward the faster thread after every run (thread_pool.hpp,
   /// part_share); false keeps even halves. Outputs are the same bits either way.

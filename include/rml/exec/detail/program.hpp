@@ -110,13 +110,15 @@ class WorkspacePool {
   std::vector<std::unique_ptr<Workspace>> free_;
 };
 
-/// The default ExecutorOptions::parallel_min_work: 2^20 multiply-adds, about 10 us of one core of the
-/// 2-vCPU machine it was measured on (GEBP at ~100 G multiply-adds/s). A hand-off to a spinning worker
-/// takes about 1 us there. It was 2^23 (100 us), which kept MobileNetV2's 7x7 and 14x14 layers on one
-/// thread: at 2 threads that model took 3.3-3.4 ms against 2.40-2.45 ms at 2^20, 2^19 or 0 (ONNX
-/// Runtime: 2.42 ms), and the 3x32x32 CNN 98-122 against 71-86 us, while the zoo's small models did
-/// not change (docs/ops.md, "Threads").
-inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 20;
+/// The default ExecutorOptions::parallel_min_work: 2^18 multiply-adds, about 5 us of one Zen 4 core
+/// (58 G multiply-adds/s at its FMA peak); a hand-off to a spinning worker takes about 1 us. It was
+/// 2^20 until the thirty-seventh session, which kept 42 of the 53 steps of the zoo's 64x64
+/// MobileNetV2 (1x1 convolutions of 0.3-0.9 M multiply-adds on 4x4 and 2x2 planes) on one thread:
+/// at 2 threads it took 587 us against 485 at 2^18 (ONNX Runtime: 483), and a step that split after
+/// a run of serial ones found the worker asleep. The real-size models did not move. Before that it
+/// was 2^23, which kept MobileNetV2's 7x7 and 14x14 layers on one thread at 224x224 (docs/ops.md,
+/// "Threads").
+inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 18;
 
 /// What build_program compiles for: the executor's options as the program builder reads them.
 struct BuildOptions {

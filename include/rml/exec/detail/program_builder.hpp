@@ -875,14 +875,16 @@ class ProgramBuilder {
       return mul(scores, a.d + a.dv + 16 * 5);  // two products, and exp and four passes per score
     }
     if (k.op == OpCode::MatMul) {
-      // Multiply-adds, but at least 4 per element of B: a product of a few rows runs at the speed
-      // B streams from memory, and one whose B outgrows L2 (256 K floats) pays a split. ResNet-18's
+      // Multiply-adds, but at least 4 per element of a B that outgrows L2 (256 K floats): a product
+      // of a few rows runs at the speed B streams from memory, and such a B pays a split. ResNet-18's
       // classifier (1 x 512 by 512 x 1000, 2 MB of weights) took 127-131 us at 2 threads on one,
-      // 85-88 split (Zen 4).
+      // 85-88 split (Zen 4). A B that stays in L2 streams from there, too fast to pay a hand-off.
       const auto& mm = k.as<MatMulPlan>();
       std::int64_t batches = 1;
       for (std::int64_t d : mm.batch_dims) batches = mul(batches, d);
-      return std::max(mul(mul(batches, mm.m), mul(mm.n, std::max<std::int64_t>(mm.k, 1))), mul(mm.b_numel, 4));
+      constexpr std::int64_t kL2Floats = std::int64_t{1} << 18;
+      const std::int64_t streamed = mm.b_numel >= kL2Floats ? mul(mm.b_numel, 4) : 0;
+      return std::max(mul(mul(batches, mm.m), mul(mm.n, std::max<std::int64_t>(mm.k, 1))), streamed);
     }
     if (k.op == OpCode::Conv2d) {
       // Multiply-adds, but at least the elements read and written (16 each, as below; bounded by
