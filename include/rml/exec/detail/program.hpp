@@ -111,13 +111,13 @@ class WorkspacePool {
 };
 
 /// The default ExecutorOptions::parallel_min_work: 2^18 multiply-adds, about 5 us of one Zen 4 core
-/// (58 G multiply-adds/s at its FMA peak); a hand-off to a spinning worker takes about 1 us. It was
-/// 2^20 until the thirty-seventh session, which kept 42 of the 53 steps of the zoo's 64x64
-/// MobileNetV2 (1x1 convolutions of 0.3-0.9 M multiply-adds on 4x4 and 2x2 planes) on one thread:
-/// at 2 threads it took 587 us against 485 at 2^18 (ONNX Runtime: 483), and a step that split after
-/// a run of serial ones found the worker asleep. The real-size models did not move. Before that it
-/// was 2^23, which kept MobileNetV2's 7x7 and 14x14 layers on one thread at 224x224 (docs/ops.md,
-/// "Threads").
+/// (58 G multiply-adds/s at its FMA peak; a hand-off to a spinning worker took about 1 us on the
+/// machine of earlier sessions). It was 2^20 until the thirty-seventh session, which kept 42 of the
+/// 53 steps of the zoo's 64x64 MobileNetV2 (1x1 convolutions of 0.3-0.9 M multiply-adds on 4x4 and
+/// 2x2 planes) on one thread: at 2 threads it took 587 us against 485 at 2^18 (ONNX Runtime: 483),
+/// and a step that split after a run of serial ones found the worker asleep. The real-size models
+/// did not move. Before that it was 2^23, which kept MobileNetV2's 7x7 and 14x14 layers on one
+/// thread at 224x224 (docs/ops.md, "Threads").
 inline constexpr std::int64_t kParallelMinWork = std::int64_t{1} << 18;
 
 /// What build_program compiles for: the executor's options as the program builder reads them.

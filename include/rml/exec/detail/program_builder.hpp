@@ -875,7 +875,7 @@ class ProgramBuilder {
       return mul(scores, a.d + a.dv + 16 * 5);  // two products, and exp and four passes per score
     }
     if (k.op == OpCode::MatMul) {
-      // Multiply-adds, but at least 4 per element of a B that outgrows L2 (256 K floats): a product
+      // Multiply-adds, but at least 4 per element of a B of 256 K floats or more (1 MB, L2): a product
       // of a few rows runs at the speed B streams from memory, and such a B pays a split. ResNet-18's
       // classifier (1 x 512 by 512 x 1000, 2 MB of weights) took 127-131 us at 2 threads on one,
       // 85-88 split (Zen 4). A B that stays in L2 streams from there, too fast to pay a hand-off.
