@@ -451,6 +451,23 @@ TEST_CASE("a 16-bit convolution runs its residual add and activations as one ste
     }
 }
 
+TEST_CASE("a per-channel product before a 1x1 convolution runs inside it, and only where that pays") {
+  // The cases' outputs are checked against NumPy by test_ops; here, which products were absorbed.
+  const auto steps = [](const char* name, int threads) {
+    const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "ops" / name).value();
+    return Executor::create(g, {threads}).value().step_count();
+  };
+  for (int threads : {1, 2}) {
+    INFO(threads, " threads");
+    // mean, fc1 + silu, fc2 + sigmoid, then the product, projection and residual add as one step.
+    CHECK(steps("threads_channel_scale_tiles", threads) == 4);
+    CHECK(steps("threads_channel_scale_turned", threads) == 1);  // product, projection, relu
+    CHECK(steps("channel_scale_batch2", threads) == 1);
+    CHECK(steps("channel_scale_per_image", threads) == 2);  // each image has its own scales
+    CHECK(steps("channel_scale_wide", threads) == 2);       // 16 output channels, 36 positions
+  }
+}
+
 TEST_CASE("a matmul by the transpose of a constant packs the constant as stored and skips the transpose") {
   const auto steps = [](const char* name, int threads) {
     const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "ops" / name).value();

@@ -1769,6 +1769,65 @@ def expanded_depthwise_cases():
         c.write()
 
 
+def channel_scale_cases():
+    """A product x * s, s one scale per channel of x, whose only reader is a 1x1 convolution (a
+    squeeze-and-excitation's gate before its projection, as EfficientNet's): the executor runs the
+    convolution over x with its weights scaled by s at each run and never writes the product
+    (conv.hpp's scaled_conv2d_kernel), when the convolution has at most a quarter as many output
+    channels as positions. The scale computed in the graph as the squeeze and excitation compute it (mean,
+    1x1 convolutions, SiLU, sigmoid) on a plane of tiles of positions, the projection's bias and a
+    residual add in its epilogue; an input scale multiplied on the right, a projection turned
+    around on 14 x 14 (no bias, relu after); batch 2 with one rank-3 scale for both images. Two
+    products that stay steps of their own: a scale per image of a batch of 2, and a projection
+    with more than a quarter as many output channels (16) as positions (36). The reference is NumPy's product and
+    convolution one after the other. Their own generator."""
+    r = np.random.default_rng(20261212)
+    silu = lambda v: v / (1 + np.exp(-v))
+    sigmoid = lambda v: 1 / (1 + np.exp(-v))
+    for name, (xs, ss, o, squeeze, bias, residual, act) in {
+            "threads_channel_scale_tiles": ((1, 24, 30, 30), (1, 24, 1, 1), 16, 8, True, True, None),
+            "threads_channel_scale_turned": ((1, 96, 14, 14), (1, 96, 1, 1), 40, 0, False, False, "relu"),
+            "channel_scale_batch2": ((2, 12, 9, 11), (12, 1, 1), 20, 0, True, False, None),
+            "channel_scale_per_image": ((2, 8, 6, 6), (2, 8, 1, 1), 8, 0, True, False, None),
+            "channel_scale_wide": ((1, 64, 6, 6), (1, 64, 1, 1), 16, 0, True, False, None)}.items():
+        x = f32(r.uniform(-1, 1, xs))
+        c = Case(name, tol_k(xs[1]))
+        xi = c.input(x, "x")
+        if squeeze:
+            w1, b1 = f32(r.uniform(-1, 1, (squeeze, xs[1], 1, 1))), f32(r.uniform(-1, 1, squeeze))
+            w2, b2 = f32(r.uniform(-1, 1, (xs[1], squeeze, 1, 1))), f32(r.uniform(-1, 1, xs[1]))
+            m = f32(x.astype(np.float64).mean(axis=(2, 3), keepdims=True))
+            v = c.node("mean", [xi], m, {"axes": [2, 3], "keepdims": True})
+            h = f32(conv_ref(m, w1, b1, [1, 1], [0] * 4, [1, 1], 1))
+            v = c.node("conv2d", [v, c.const(w1), c.const(b1)], h)
+            h = f32(silu(h.astype(np.float64)))
+            v = c.node("silu", [v], h)
+            g = f32(conv_ref(h, w2, b2, [1, 1], [0] * 4, [1, 1], 1))
+            v = c.node("conv2d", [v, c.const(w2), c.const(b2)], g)
+            scale = f32(sigmoid(g.astype(np.float64)))
+            si = c.node("sigmoid", [v], scale)
+            assert scale.shape == ss
+            product = f32(scale.astype(np.float64) * x)
+            p = c.node("mul", [si, xi], product)  # the scale on the left, as torchvision's SE writes it
+        else:
+            scale = f32(r.uniform(0, 1, ss))
+            product = f32(x.astype(np.float64) * scale)
+            p = c.node("mul", [xi, c.input(scale, "s")], product)
+        w = f32(r.uniform(-1, 1, (o, xs[1], 1, 1)))
+        b = f32(r.uniform(-1, 1, o)) if bias else None
+        y = conv_ref(product, w, b, [1, 1], [0] * 4, [1, 1], 1)
+        out = c.node("conv2d", [p, c.const(w)] + ([c.const(b)] if bias else []), f32(y))
+        if residual:
+            res = f32(r.uniform(-1, 1, y.shape))
+            y = y + res
+            out = c.node("add", [out, c.input(res, "residual")], f32(y))
+        if act == "relu":
+            y = np.maximum(y, 0)
+            out = c.node("relu", [out], f32(y))
+        c.output(out)
+        c.write()
+
+
 def conv_max_pool_cases():
     """A convolution whose output only a stride-2 max pool reads, which the executor runs as one step
     (conv.hpp's pooled_conv2d): the convolution's rows computed a band at a time into a tile and
@@ -1887,6 +1946,7 @@ def main():
     split_positions_cases()
     paired_projection_cases()
     expanded_depthwise_cases()
+    channel_scale_cases()
     conv_max_pool_cases()
     half_conv_max_pool_cases()
     half_strided_conv_cases()

@@ -1331,10 +1331,11 @@ inline void pooled_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
 /// conv2d over weights packed at create, `x` already subsampled when pw.subsampled is set (as the
 /// plan `p` then says). `scratch` holds pw.scratch_bytes() less the subsampled input, `own`
 /// pw.part_count() regions of pw.part_bytes(). A paired run (pw.stacked, one group) reads its input
-/// channels from `x` ([n, stacked, plane]) and `second` ([n, cg - stacked, plane]).
+/// channels from `x` ([n, stacked, plane]) and `second` ([n, cg - stacked, plane]). `weights`, when
+/// set, replaces pw.a (laid out as it is): a 1x1 run's weights scaled for this run (scaled_conv2d).
 inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y,
                                float* scratch, const PartScratch& own, const ThreadPool* pool, const Epilogue& epi,
-                               const float* second = nullptr) {
+                               const float* second = nullptr, const float* weights = nullptr) {
   if (pw.winograd) return winograd_conv2d(p, *pw.winograd, x, y, own, pool, epi);
   if (pw.pool_band) return pooled_conv2d(p, pw, x, y, scratch, own, pool, epi);
   const bool pointwise = pw.pointwise;
@@ -1354,7 +1355,7 @@ inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw,
     for (std::int64_t g = 0; g < p.groups; ++g) {
       const float* xg = second ? x + n * pw.stacked * plane_in : x + (n * p.c + g * p.cg) * plane_in;
       const float* xs2 = second ? second + n * (p.c - pw.stacked) * plane_in : nullptr;
-      const float* wg = pw.group(g);
+      const float* wg = weights ? weights + g * pw.group_floats() : pw.group(g);
       float* yg = y + (n * p.o + g * p.og) * plane;
       if (pw.implicit) {
         // Part q pads the rows from the first its tiles read to the first the next part's read, so
@@ -1674,6 +1675,46 @@ Status conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
       run_parts(args.pool, parts, run_part);
     }
   }
+  return {};
+}
+
+/// A squeeze-and-excitation's gate folded into the 1x1 convolution after it: conv(x * s) with s one
+/// scale per input channel is conv(x) over the weights scaled per input channel, W'[o][c] =
+/// W[o][c] * s[c]. Scaling the weights touches o * c floats where the product x * s reads and
+/// writes c * plane (ProgramBuilder::find_channel_scales takes convolutions with 4 * o <= plane).
+/// Depth step k of a 1x1 convolution's packed weights is input channel k, in pack_a's blocks of kMr
+/// rows or pack_b's panels of kNr columns ([depth][width] each); `out` holds pw.a.size() floats.
+inline void scale_packed_depth(const PackedConvWeights& pw, const float* s, float* out) {
+  const std::int64_t width = pw.transposed ? sgemm::kNr : sgemm::kMr, block = width * pw.kdim;
+  const float* src = pw.a.data();
+  const auto total = static_cast<std::int64_t>(pw.a.size());
+  for (std::int64_t b = 0; b < total; b += block)
+    for (std::int64_t k = 0; k < pw.kdim; ++k) {
+      const float scale = s[k];
+      const std::int64_t at = b + k * width;
+      for (std::int64_t r = 0; r < width; ++r) out[at + r] = src[at + r] * scale;
+    }
+}
+
+/// Floats of the scaled weights at the front of scaled_conv2d_kernel's scratch (64-byte multiple).
+inline std::int64_t scaled_weights_floats(const PackedConvWeights& pw) noexcept {
+  return (static_cast<std::int64_t>(pw.a.size()) + 15) / 16 * 16;
+}
+
+/// conv2d(x * s) for a 1x1 f32 convolution over packed weights (one group, stride 1, no padding):
+/// inputs x, the weights, the bias when the plan has one, then s (c floats, one per input channel,
+/// the same for every image). The weights are scaled into the scratch, then the packed run reads them
+/// in place of pw.a; its epilogue (bias, residual, chain) is the unscaled convolution's.
+inline Status scaled_conv2d_kernel(const Kernel& kernel, const KernelArgs& args) {
+  const auto& p = kernel.as<Conv2dPlan>();
+  const auto& pw = *static_cast<const PackedConvWeights*>(args.packed);
+  float* scaled = reinterpret_cast<float*>(args.scratch);
+  scale_packed_depth(pw, in_ptr<float>(args, p.has_bias ? 3 : 2), scaled);
+  Epilogue epi;
+  if (p.has_bias) epi.bias = in_ptr<float>(args, 2);
+  if (args.epilogue) epi.chain = args.epilogue->chain, epi.residual = args.epilogue->residual;
+  packed_conv2d_over(p, pw, in_ptr<float>(args, 0), out_ptr<float>(args), scaled + scaled_weights_floats(pw),
+                     args.parts, args.pool, epi, nullptr, scaled);
   return {};
 }
 
