@@ -691,8 +691,8 @@ class ProgramBuilder {
       if (absorbed_[m] || compiled_[m].op != OpCode::Mul || compiled_[m].dtype != DType::f32 || mul.inputs.size() != 2)
         continue;
       const auto j = sole_reader(mul.outputs[0], m);
-      if (!j || absorbed_[*j] || attention_at_[*j] >= 0 || compiled_[*j].op != OpCode::Conv2d ||
-          compiled_[*j].dtype != DType::f32 || g_.nodes[*j].inputs[0] != mul.outputs[0])
+      if (!j || absorbed_[*j] || compiled_[*j].op != OpCode::Conv2d || compiled_[*j].dtype != DType::f32 ||
+          g_.nodes[*j].inputs[0] != mul.outputs[0])
         continue;
       // Its weights packed (so its step is conv2d_kernel's over them until fuse_channel_scale), and
       // as a 1x1 convolution, never through Winograd, im2col or a subsampled copy.

@@ -1332,7 +1332,7 @@ inline void pooled_conv2d(const Conv2dPlan& p, const PackedConvWeights& pw, cons
 /// plan `p` then says). `scratch` holds pw.scratch_bytes() less the subsampled input, `own`
 /// pw.part_count() regions of pw.part_bytes(). A paired run (pw.stacked, one group) reads its input
 /// channels from `x` ([n, stacked, plane]) and `second` ([n, cg - stacked, plane]). `weights`, when
-/// set, replaces pw.a (laid out as it is): a 1x1 run's weights scaled for this run (scaled_conv2d).
+/// set, replaces pw.a (laid out as it is): a 1x1 run's weights scaled for this run (scaled_conv2d_kernel).
 inline void packed_conv2d_over(const Conv2dPlan& p, const PackedConvWeights& pw, const float* x, float* y,
                                float* scratch, const PartScratch& own, const ThreadPool* pool, const Epilogue& epi,
                                const float* second = nullptr, const float* weights = nullptr) {
