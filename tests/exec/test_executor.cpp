@@ -76,6 +76,12 @@ Tensor expected_mlp(const char* name) {
 
 TensorType f32(Shape s) { return {DType::f32, std::move(s)}; }
 
+/// The steps of tests/data/ops case `name` at `threads` threads (which of its nodes fused).
+std::size_t ops_case_steps(const std::string& name, int threads) {
+  const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "ops" / name).value();
+  return Executor::create(g, {threads}).value().step_count();
+}
+
 /// `count` pseudo-random floats in [-0.5, 0.5), reproducible from `seed`.
 std::vector<float> values(std::int64_t count, unsigned seed) {
   std::vector<float> v(static_cast<std::size_t>(count));
@@ -418,65 +424,49 @@ TEST_CASE("conv2d over several im2col tiles, with fused relu, matches a plain lo
 
 TEST_CASE("the layer-norm chain runs as one step, and not when an intermediate has another reader") {
   // The cases' outputs are checked against NumPy by test_ops; here, which of them fused.
-  const auto steps = [](const char* name, int threads) {
-    const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "ops" / name).value();
-    return Executor::create(g, {threads}).value().step_count();
-  };
   for (int threads : {1, 2}) {
-    CHECK(steps("fused_layer_norm", threads) == 1);          // mean ... rsqrt, mul, weight, bias
-    CHECK(steps("fused_layer_norm_pow_div", threads) == 1);  // pow 2, sqrt, div, weight [1, 1, 33]
-    CHECK(steps("fused_layer_norm_bias_only", threads) == 1);
-    CHECK(steps("fused_layer_norm_width1", threads) == 1);
-    CHECK(steps("threads_fused_layer_norm", threads) == 1);
+    CHECK(ops_case_steps("fused_layer_norm", threads) == 1);          // mean ... rsqrt, mul, weight, bias
+    CHECK(ops_case_steps("fused_layer_norm_pow_div", threads) == 1);  // pow 2, sqrt, div, weight [1, 1, 33]
+    CHECK(ops_case_steps("fused_layer_norm_bias_only", threads) == 1);
+    CHECK(ops_case_steps("fused_layer_norm_width1", threads) == 1);
+    CHECK(ops_case_steps("threads_fused_layer_norm", threads) == 1);
     // sub's output is also negated into a second output: the 9 ops run as 8 steps (only rsqrt joins
     // the add before it, as any unary op joins its producer).
-    CHECK(steps("layer_norm_unfused_reader", threads) == 8);
+    CHECK(ops_case_steps("layer_norm_unfused_reader", threads) == 8);
   }
 }
 
 TEST_CASE("a 16-bit convolution runs its residual add and activations as one step") {
   // The cases' outputs are checked against NumPy (rounded after each op) by test_ops; here, that they fused.
-  const auto steps = [](const std::string& name, int threads) {
-    const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "ops" / name).value();
-    return Executor::create(g, {threads}).value().step_count();
-  };
   for (const std::string t : {"f16", "bf16"})
     for (int threads : {1, 2}) {
       INFO(t, " at ", threads, " threads");
-      CHECK(steps(t + "_conv2d_residual_relu", threads) == 1);
-      CHECK(steps(t + "_conv2d_strided_residual_relu_neg", threads) == 1);
-      CHECK(steps(t + "_conv2d_exact_residual_exp", threads) == 1);
-      CHECK(steps("threads_" + t + "_conv2d_winograd_residual_relu", threads) == 1);
-      CHECK(steps("threads_" + t + "_conv2d_tiles_residual_sigmoid", threads) == 1);
+      CHECK(ops_case_steps(t + "_conv2d_residual_relu", threads) == 1);
+      CHECK(ops_case_steps(t + "_conv2d_strided_residual_relu_neg", threads) == 1);
+      CHECK(ops_case_steps(t + "_conv2d_exact_residual_exp", threads) == 1);
+      CHECK(ops_case_steps("threads_" + t + "_conv2d_winograd_residual_relu", threads) == 1);
+      CHECK(ops_case_steps("threads_" + t + "_conv2d_tiles_residual_sigmoid", threads) == 1);
     }
 }
 
 TEST_CASE("a per-channel product before a 1x1 convolution runs inside it, and only where that pays") {
   // The cases' outputs are checked against NumPy by test_ops; here, which products were absorbed.
-  const auto steps = [](const char* name, int threads) {
-    const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "ops" / name).value();
-    return Executor::create(g, {threads}).value().step_count();
-  };
   for (int threads : {1, 2}) {
     INFO(threads, " threads");
     // mean, fc1 + silu, fc2 + sigmoid, then the product, projection and residual add as one step.
-    CHECK(steps("threads_channel_scale_tiles", threads) == 4);
-    CHECK(steps("threads_channel_scale_turned", threads) == 1);  // product, projection, relu
-    CHECK(steps("channel_scale_batch2", threads) == 1);
-    CHECK(steps("channel_scale_per_image", threads) == 2);  // each image has its own scales
-    CHECK(steps("channel_scale_wide", threads) == 2);       // 16 output channels, 36 positions
+    CHECK(ops_case_steps("threads_channel_scale_tiles", threads) == 4);
+    CHECK(ops_case_steps("threads_channel_scale_turned", threads) == 1);  // product, projection, relu
+    CHECK(ops_case_steps("channel_scale_batch2", threads) == 1);
+    CHECK(ops_case_steps("channel_scale_per_image", threads) == 2);  // each image has its own scales
+    CHECK(ops_case_steps("channel_scale_wide", threads) == 2);       // 16 output channels, 36 positions
   }
 }
 
 TEST_CASE("a matmul by the transpose of a constant packs the constant as stored and skips the transpose") {
-  const auto steps = [](const char* name, int threads) {
-    const auto g = load_graph(fs::path(RML_TEST_DATA_DIR) / "ops" / name).value();
-    return Executor::create(g, {threads}).value().step_count();
-  };
   for (int threads : {1, 2}) {
-    CHECK(steps("matmul_transposed_weight", threads) == 1);  // transpose absorbed, bias fused
-    CHECK(steps("threads_matmul_transposed_weight", threads) == 1);
-    CHECK(steps("matmul_transposed_weight_shared", threads) == 2);  // the transpose is an output: it runs
+    CHECK(ops_case_steps("matmul_transposed_weight", threads) == 1);  // transpose absorbed, bias fused
+    CHECK(ops_case_steps("threads_matmul_transposed_weight", threads) == 1);
+    CHECK(ops_case_steps("matmul_transposed_weight_shared", threads) == 2);  // the transpose is an output: it runs
   }
 }
 

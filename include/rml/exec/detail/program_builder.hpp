@@ -313,8 +313,7 @@ class ProgramBuilder {
   /// the rounding as well: the values of the unfused steps, which round each op's result.
   void fuse_max_pool(Step& s, std::size_t i) {
     const bool widened = s.fn == &widened_packed_conv2d<f16>;
-    if ((!widened && s.kernel.dtype != DType::f32) || s.fn == &paired_conv2d_kernel || s.fn == &scaled_conv2d_kernel)
-      return;
+    if (!widened && s.fn != &conv2d_kernel<float>) return;  // not a pair, a scaled or a 16-bit step
     if (!s.packed || s.residual >= 0 || !finish_of(Epilogue{nullptr, s.chain, nullptr}, BiasAlong::rows)) return;
     if (widened && !(s.chain.empty() || (s.chain.size() == 1 && s.chain[0].op == OpCode::Relu))) return;
     auto j = sole_reader(s.output, i);
@@ -691,11 +690,10 @@ class ProgramBuilder {
       if (absorbed_[m] || compiled_[m].op != OpCode::Mul || compiled_[m].dtype != DType::f32 || mul.inputs.size() != 2)
         continue;
       const auto j = sole_reader(mul.outputs[0], m);
-      if (!j || absorbed_[*j] || compiled_[*j].op != OpCode::Conv2d || compiled_[*j].dtype != DType::f32 ||
-          g_.nodes[*j].inputs[0] != mul.outputs[0])
+      if (!j || absorbed_[*j] || compiled_[*j].op != OpCode::Conv2d || g_.nodes[*j].inputs[0] != mul.outputs[0])
         continue;
-      // Its weights packed (so its step is conv2d_kernel's over them until fuse_channel_scale), and
-      // as a 1x1 convolution, never through Winograd, im2col or a subsampled copy.
+      // An f32 convolution whose weights pack (so its step is conv2d_kernel's over them until
+      // fuse_channel_scale), and as a 1x1 one never through Winograd, im2col or a subsampled copy.
       const auto& cp = compiled_[*j].as<Conv2dPlan>();
       if (!conv_is_pointwise(cp) || cp.groups != 1 || !constant_conv_params(g_.nodes[*j], cp.has_bias) ||
           !packs_conv_weights(compiled_[*j], g_.nodes[*j]) || 4 * cp.o > cp.oh * cp.ow)
